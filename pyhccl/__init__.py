@@ -1,0 +1,1 @@
+"""pyhccl: HCCL's topology-aware collective algorithms over MPI."""

@@ -1,0 +1,87 @@
+"""How a data region is cut into one slice per group position.
+
+Follows src/ops/op_common/template/template_utils.h (TemplateDataParams: sliceSize, tailSize).
+HCCL uses two conventions and pyhccl copies both: "floor + tail" (NHR, Sequence executors:
+floor(count/N) per slice, the last slice takes the remainder) and "ceil" (Mesh TwoShot,
+MeshChunk: ceil(count/N) per slice, trailing slices short or empty).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import Buf, Region
+
+__all__ = ["Slices"]
+
+
+@dataclass(frozen=True, slots=True)
+class Slices:
+    """``n`` slices of a region starting at ``base``.
+
+    Slice ``j`` starts at ``base + j*size``; slices ``j < regular`` hold ``size`` elements,
+    slice ``regular`` (when ``regular < n``) holds ``tail`` elements, later slices are empty.
+    This one shape covers both HCCL conventions and lets a progression of slice indices be
+    turned into O(1) strided regions, whatever ``n`` is.
+    """
+
+    base: int
+    n: int
+    size: int
+    regular: int
+    tail: int
+
+    @classmethod
+    def floor_tail(cls, base: int, count: int, n: int) -> Slices:
+        """floor(count/n) per slice, the last slice takes the remainder (HCCL NHR)."""
+        size = count // n
+        return cls(base, n, size, n - 1, count - size * (n - 1))
+
+    @classmethod
+    def ceil(cls, base: int, count: int, n: int) -> Slices:
+        """ceil(count/n) per slice, trailing slices short or empty (HCCL Mesh TwoShot SplitData)."""
+        size = -(-count // n)
+        if size == 0:
+            return cls(base, n, 0, n, 0)
+        regular = count // size
+        return cls(base, n, size, regular, count - regular * size)
+
+    @property
+    def total(self) -> int:
+        """Elements over all slices."""
+        return self.size * self.regular + (self.tail if self.regular < self.n else 0)
+
+    @property
+    def largest(self) -> int:
+        """Elements in the largest slice."""
+        return max(self.size if self.regular else 0, self.tail if self.regular < self.n else 0)
+
+    def count(self, j: int) -> int:
+        """Elements in slice ``j``."""
+        if j < self.regular:
+            return self.size
+        return self.tail if j == self.regular else 0
+
+    def region(self, buf: Buf, j: int, delta: int = 0) -> Region | None:
+        """Slice ``j`` in ``buf`` shifted by ``delta``, or None when it is empty."""
+        c = self.count(j)
+        return Region(buf, self.base + j * self.size + delta, c) if c else None
+
+    def regions(self, buf: Buf, start: int, step: int, k: int, delta: int = 0) -> list[Region]:
+        """Non-empty slices ``start + i*step`` for ``i < k`` (ascending), as at most two regions."""
+        if k <= 0:
+            return []
+        out: list[Region] = []
+        nreg = 0 if start >= self.regular else min(k, -(-(self.regular - start) // step))
+        if nreg and self.size:
+            off = self.base + start * self.size + delta
+            if nreg == 1:
+                out.append(Region(buf, off, self.size))
+            elif step == 1:
+                out.append(Region(buf, off, self.size * nreg))
+            else:
+                out.append(Region(buf, off, self.size, nreg, step * self.size))
+        j = self.regular
+        if j < self.n and self.tail and j >= start and (j - start) % step == 0 and (j - start) // step < k:
+            out.append(Region(buf, self.base + j * self.size + delta, self.tail))
+        return out

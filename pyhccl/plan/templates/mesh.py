@@ -1,0 +1,110 @@
+"""Mesh (FullMesh) templates: ReduceScatter, AllGather, AllReduce one-shot and two-shot.
+
+HCCL: src/ops/{reduce_scatter,all_gather,all_reduce}/template/aicpu/ins_temp_*_mesh_1D*.cc
+Every pair of group members is directly linked, so each template is one round per phase in
+which a rank exchanges with all N-1 peers at once.
+"""
+
+from __future__ import annotations
+
+from ..ir import Buf, Region, Step, recv, reduce, send
+from ..slices import Slices
+from ._common import reduce_in_rank_order, scratch_slot
+
+__all__ = [
+    "reduce_scatter_mesh",
+    "all_gather_mesh",
+    "allreduce_mesh_one_shot",
+    "allreduce_mesh_two_shot",
+]
+
+
+def reduce_scatter_mesh(group: tuple[int, ...], pos: int, slices: Slices, *, buf: Buf = Buf.OUTPUT,
+                        scratch: int = 0, rank_order: bool = False) -> list[Step]:
+    """Mesh ReduceScatter in place on ``slices``: afterwards slice ``pos`` holds the reduction.
+
+    HCCL ins_temp_reduce_scatter_mesh_1D.cc: for k = 1..N-1 at once, peer p = (pos+k) mod N
+    gets my slice p into its scratch slot ``pos``; then ``out ⊕= slot t`` for t = 0..N-1, t != pos.
+    With ``rank_order`` the reduction runs in canonical order x_0 ⊕ x_1 ⊕ ... instead
+    (the TwoShot AllReduce's rule). Scratch: N slots of the largest slice.
+
+    Args:
+        group: ranks of the group. pos: my index in it.
+        slices: one slice per position, in ``buf``.
+        scratch: scratch offset of slot 0.
+    """
+    n = len(group)
+    if n == 1:
+        return []
+    mine = slices.count(pos)
+    width = slices.largest
+    slots = [scratch_slot(scratch, t, width, mine) for t in range(n)]
+    xfer = []
+    for k in range(1, n):
+        p = (pos + k) % n
+        r = slices.region(buf, p)
+        if r is not None:
+            xfer.append(send(group[p], r))
+    if mine:
+        xfer += [recv(group[(pos + k) % n], slots[(pos + k) % n]) for k in range(1, n)]
+    local = []
+    if mine:
+        dst = slices.region(buf, pos)
+        if rank_order:
+            local = reduce_in_rank_order(dst, slots, pos)
+        else:
+            local = [reduce(dst, slots[t]) for t in range(n) if t != pos]
+    return [Step(tuple(xfer), tuple(local))]
+
+
+def all_gather_mesh(group: tuple[int, ...], pos: int, slices: Slices, *,
+                    buf: Buf = Buf.OUTPUT) -> list[Step]:
+    """Mesh AllGather in place on ``slices``: slice ``pos`` goes to every peer at once.
+
+    HCCL ins_temp_all_gather_mesh_1D.cc: one round, peer p = (pos+k) mod N for k = 1..N-1;
+    HCCL's read of p's slot maps to p sending and me receiving.
+    """
+    n = len(group)
+    if n == 1:
+        return []
+    mine = slices.region(buf, pos)
+    xfer = []
+    if mine is not None:
+        xfer += [send(group[(pos + k) % n], mine) for k in range(1, n)]
+    for k in range(1, n):
+        p = (pos + k) % n
+        r = slices.region(buf, p)
+        if r is not None:
+            xfer.append(recv(group[p], r))
+    return [Step(tuple(xfer))]
+
+
+def allreduce_mesh_one_shot(group: tuple[int, ...], pos: int, data: Region, *,
+                            scratch: int = 0) -> list[Step]:
+    """Mesh AllReduce one-shot in place on ``data``: one round, whole vectors to every peer.
+
+    HCCL ins_temp_all_reduce_mesh_1D_one_shot.cc: write my whole input into every peer's slot
+    ``pos``, then reduce all N slots locally (scratch multiple N). HCCL reduces in the order
+    own, 0, 1, ...; pyhccl reduces in rank order so every rank ends bitwise identical.
+    """
+    n = len(group)
+    if n == 1 or data.count == 0:
+        return []
+    slots = [scratch_slot(scratch, t, data.count, data.count) for t in range(n)]
+    peers = [(pos + k) % n for k in range(1, n)]
+    xfer = [send(group[p], data) for p in peers] + [recv(group[p], slots[p]) for p in peers]
+    return [Step(tuple(xfer), tuple(reduce_in_rank_order(data, slots, pos)))]
+
+
+def allreduce_mesh_two_shot(group: tuple[int, ...], pos: int, data: Region, *,
+                            scratch: int = 0) -> list[Step]:
+    """Mesh AllReduce two-shot in place on ``data``: mesh ReduceScatter then mesh AllGather.
+
+    HCCL ins_temp_all_reduce_mesh_1D_two_shot.cc: "ceil" slices (SplitData), scatter phase,
+    reduce in canonical rank order, gather phase. Two rounds of n/N bytes per link.
+    """
+    if len(group) == 1 or data.count == 0:
+        return []
+    slices = Slices.ceil(data.offset, data.count, len(group))
+    return (reduce_scatter_mesh(group, pos, slices, buf=data.buf, scratch=scratch, rank_order=True)
+            + all_gather_mesh(group, pos, slices, buf=data.buf))
