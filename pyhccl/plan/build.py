@@ -51,7 +51,8 @@ def resolve_algo(name: str, choices: dict[str, object] = ALLREDUCE_ALGOS) -> str
     for n in names:
         if n.lower() == name.lower():
             return HCCL_NAMES.get(n, n)
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    lower = {n.lower(): n for n in names}
+    close = [lower[m] for m in difflib.get_close_matches(name.lower(), lower, n=3, cutoff=0.6)]
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise ValueError(f"unknown algorithm {name!r}{hint}; valid: {', '.join(names)}")
 

@@ -1,0 +1,218 @@
+"""The benchmark harness: nccl-tests' flags, timing loop, data check and table writer.
+
+Follows nccl-tests src/common.cu (BenchTime, TimeTest, setupArgs) and src/util.cu (the table,
+"Out of bounds values", "Avg bus bandwidth"): warm up, time without checking, then re-seed,
+run once and check with inputs whose exact result does not depend on reduction order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from ..ops import SUPPORTED_DTYPES, dtype_by_name
+
+__all__ = ["BenchArgs", "Row", "parse_args", "parse_size", "sizes", "fill", "time_call", "write_rows",
+           "UsageError"]
+
+OPS = ("sum", "prod", "max", "min")
+
+
+class UsageError(Exception):
+    """A bad command line: rank 0 prints it, every rank exits with status 2."""
+
+
+@dataclass(frozen=True)
+class BenchArgs:
+    op_name: str
+    minbytes: int
+    maxbytes: int
+    stepfactor: int
+    stepbytes: int | None
+    iters: int
+    warmup: int
+    check: bool
+    redops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    algo: str
+    native: bool
+    json: str | None
+    seed: int
+
+
+@dataclass
+class Row:
+    """One line of the table (nccl-tests' columns plus algorithm and native MPI)."""
+
+    size: int
+    count: int
+    type: str
+    redop: str
+    root: int
+    time_us: float
+    algbw: float
+    busbw: float
+    wrong: int
+    ip_time_us: float
+    ip_algbw: float
+    ip_busbw: float
+    ip_wrong: int
+    algo: str
+    native_time_us: float | None
+    ratio: float | None
+
+
+def parse_size(text: str) -> int:
+    """``8``, ``4K``, ``64M``, ``1G`` (binary units, as nccl-tests) to bytes."""
+    t = text.strip().upper().rstrip("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    num = t[:-1] if t[-1:] in "KMG" else t
+    try:
+        value = int(float(num) * mult)
+    except ValueError:
+        raise UsageError(f"expecting a size like 8, 4K, 64M or 1G, got {text!r}") from None
+    if value < 0:
+        raise UsageError(f"expecting a non-negative size, got {text!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # raise instead of printing on every rank
+        raise UsageError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:
+        raise SystemExit(status)
+
+
+def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> BenchArgs:
+    """nccl-tests' flags: -b -e -f -i -n -w -c -o -d, plus --algo, --no-native and --json."""
+    p = _Parser(prog=f"python -m pyhccl.bench {op_name}", description=f"Benchmark {op_name}.")
+    p.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
+    p.add_argument("-e", "--maxbytes", default="4M", help="largest size (default 4M)")
+    p.add_argument("-f", "--stepfactor", type=int, default=8, help="multiply the size by this (default 8)")
+    p.add_argument("-i", "--stepbytes", default=None, help="add this many bytes instead of multiplying")
+    p.add_argument("-n", "--iters", type=int, default=20, help="timed iterations (default 20)")
+    p.add_argument("-w", "--warmup_iters", type=int, default=5, help="warm-up iterations (default 5)")
+    p.add_argument("-c", "--check", type=int, default=1, help="check the data: 0 or 1 (default 1)")
+    p.add_argument("-o", "--op", default="sum", help=f"reduce op: {', '.join(OPS)} or all (default sum)")
+    p.add_argument("-d", "--datatype", default="float",
+                   help=f"dtype: {', '.join(SUPPORTED_DTYPES)} (or float, double, half, int), or all")
+    p.add_argument("--algo", default="auto", help=algo_help)
+    p.add_argument("--no-native", action="store_true", help="skip the native MPI measurement")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON to FILE")
+    p.add_argument("--seed", type=int, default=0, help="seed of the checked inputs (default 0)")
+    a = p.parse_args(argv)
+    minb, maxb = parse_size(a.minbytes), parse_size(a.maxbytes)
+    step = parse_size(a.stepbytes) if a.stepbytes is not None else None
+    if maxb < minb:
+        raise UsageError(f"expecting -e >= -b, got -b {minb} -e {maxb}")
+    if step is None and a.stepfactor < 2 and minb != maxb:
+        raise UsageError(f"expecting -f >= 2, got {a.stepfactor}")
+    if step is not None and step <= 0:
+        raise UsageError(f"expecting -i > 0, got {a.stepbytes}")
+    if a.iters < 1 or a.warmup_iters < 0:
+        raise UsageError(f"expecting -n >= 1 and -w >= 0, got -n {a.iters} -w {a.warmup_iters}")
+    if a.check not in (0, 1):
+        raise UsageError(f"expecting -c 0 or 1, got {a.check}")
+    redops = OPS if a.op == "all" else (a.op.lower(),)
+    if redops[0] not in OPS:
+        raise UsageError(f"unknown op {a.op!r}; valid: {', '.join(OPS)}, all")
+    dtypes = tuple(SUPPORTED_DTYPES) if a.datatype == "all" else (a.datatype,)
+    try:
+        dtypes = tuple(str(dtype_by_name(d)) for d in dtypes)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
+                     redops, dtypes, a.algo, not a.no_native, a.json, a.seed)
+
+
+def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:
+    """Sizes from -b to -e, rounded down to whole elements times ``granularity``."""
+    out, size = [], args.minbytes
+    while size <= args.maxbytes:
+        unit = itemsize * granularity
+        s = size // unit * unit
+        if not out or out[-1] != s:
+            out.append(s)
+        if args.stepbytes:
+            size += args.stepbytes
+        else:
+            size = size * args.stepfactor if size else 1
+            if args.minbytes == args.maxbytes:
+                break
+    return out
+
+
+def fill(arr: np.ndarray, seed: int, rank: int, redop: str) -> None:
+    """Small-integer values from (seed, rank, index): exact under any reduction order.
+
+    SUM: -2..2 (0..4 unsigned); PROD: +-1 (1 or 2 unsigned, wrapping exactly); MAX/MIN: 0..4.
+    """
+    idx = np.arange(arr.size, dtype=np.int64)
+    v = (seed * 31 + rank * 7 + idx * 13) % 5
+    signed = arr.dtype.kind != "u"
+    if redop == "sum" and signed:
+        v = v - 2
+    elif redop == "prod":
+        v = np.where(v % 2 == 0, 1, -1) if signed else 1 + (v == 4)
+    arr[...] = v.astype(arr.dtype)
+
+
+def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: int) -> float:
+    """Seconds per call, the slowest rank's average over ``iters`` after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    comm.Barrier()
+    t0 = MPI.Wtime()
+    for _ in range(iters):
+        fn()
+    dt = (MPI.Wtime() - t0) / iters
+    return comm.allreduce(dt, op=MPI.MAX)
+
+
+_HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<14} {:>9} {:>6}")
+_LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}"
+         "  {:<14} {:>9} {:>6}")
+
+
+def write_rows(rows: list[Row], out=sys.stdout, *, header: bool = True) -> None:
+    """The nccl-tests table: out-of-place and in-place columns, algorithm, native MPI, ratio."""
+    if header:
+        print(_HEAD.format("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "", "", "native", ""),
+              file=out)
+        print(_HEAD.format("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+                           "time", "algbw", "busbw", "#wrong", "algo", "time", "ratio"), file=out)
+        print(_HEAD.format("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+                           "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(x)"), file=out)
+    for r in rows:
+        nat = f"{r.native_time_us:.2f}" if r.native_time_us is not None else "-"
+        ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
+        print(_LINE.format(r.size, r.count, r.type, r.redop, r.root, r.time_us, r.algbw, r.busbw, r.wrong,
+                           r.ip_time_us, r.ip_algbw, r.ip_busbw, r.ip_wrong, r.algo, nat, ratio), file=out)
+    out.flush()
+
+
+def write_footer(rows: list[Row], out=sys.stdout) -> None:
+    """nccl-tests' closing lines, plus the geometric mean of the native ratios."""
+    wrong = sum(r.wrong + r.ip_wrong for r in rows)
+    print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}", file=out)
+    if rows:
+        print(f"# Avg bus bandwidth    : {sum(r.busbw for r in rows) / len(rows):.4f}", file=out)
+    ratios = [r.ratio for r in rows if r.ratio]
+    if ratios:
+        gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        print(f"# Geomean ratio to native MPI (native time / pyhccl time) : {gm:.3f}", file=out)
+    out.flush()
+
+
+def write_json(rows: list[Row], path: str, meta: dict) -> None:
+    """The same rows as JSON: ``{"meta": ..., "rows": [...]}``."""
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "rows": [asdict(r) for r in rows]}, f, indent=1)
