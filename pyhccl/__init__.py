@@ -1,9 +1,24 @@
-"""pyhccl: HCCL's topology-aware collective algorithms over MPI."""
+"""pyhccl: HCCL's topology-aware collective algorithms over MPI.
 
-from .comm import Communicator
+``Communicator`` is imported on first use, so that the plans and the simulator can be used
+(and ``python -m pyhccl.verify`` run) without initialising MPI.
+"""
+
+from typing import TYPE_CHECKING
+
 from .plan import ALLREDUCE_ALGOS, Plan, build_allreduce, format_plans
 from .run.sim import SimulationError, simulate
+
+if TYPE_CHECKING:
+    from .comm import Communicator
 
 __all__ = ["Communicator", "ALLREDUCE_ALGOS", "Plan", "build_allreduce", "format_plans",
            "SimulationError", "simulate"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "Communicator":
+        from .comm import Communicator
+        return Communicator
+    raise AttributeError(f"module 'pyhccl' has no attribute {name!r}")

@@ -17,22 +17,14 @@ __all__ = ["run"]
 _MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
-ALGO_HELP = (f"algorithm: auto (the default rule), all (every template), or one of "
-             f"{', '.join(ALLREDUCE_ALGOS)} (HCCL names accepted)")
+ALGO_HELP = (f"algorithms, comma-separated: auto (the default rule), all (every template), or any of "
+             f"{', '.join(ALLREDUCE_ALGOS)} (HCCL names accepted); default auto")
 
 
 def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchArgs, list[Row]]:
     """Benchmark AllReduce on ``comm``; every rank returns the same rows."""
     args = parse_args("allreduce", argv, ALGO_HELP)
-    if args.algo == "all":
-        algos: list[str | None] = list(ALLREDUCE_ALGOS)
-    elif args.algo == "auto":
-        algos = [None]
-    else:
-        try:
-            algos = [resolve_algo(args.algo)]
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    algos = _algos(args.algo)
     comms = {a: Communicator(comm, algo=a) for a in algos}
     spec = get_opspec("allreduce")
     n, rank = comm.Get_size(), comm.Get_rank()
@@ -63,7 +55,7 @@ def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchAr
                         pc.Allreduce(MPI.IN_PLACE, ip, mop)
                         wrong = comm.allreduce(int(np.count_nonzero(recv != expected)), op=MPI.SUM)
                         ip_wrong = comm.allreduce(int(np.count_nonzero(ip != expected)), op=MPI.SUM)
-                    name = algo or default_allreduce_algo(size, n)
+                    name = algo or f"auto:{default_allreduce_algo(size, n)}"
                     bw = spec.busbw_factor(n)
                     rows.append(Row(size, count, dname, redop, -1,
                                     t * 1e6, _gbs(size, t), _gbs(size, t) * bw, wrong,
@@ -71,6 +63,18 @@ def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchAr
                                     name, native * 1e6 if native is not None else None,
                                     native / t if native is not None and t > 0 else None))
     return args, rows
+
+
+def _algos(text: str) -> list[str | None]:
+    """``auto,all,NHR`` to [None, every template..., "NHR"] without repeats (None = the default rule)."""
+    out: list[str | None] = []
+    for name in (t.strip() for t in text.split(",")):
+        try:
+            names = [None] if name == "auto" else list(ALLREDUCE_ALGOS) if name == "all" else [resolve_algo(name)]
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        out += [a for a in names if a not in out]
+    return out
 
 
 def _expected(args: BenchArgs, dtype: np.dtype, count: int, n: int, redop: str) -> np.ndarray:

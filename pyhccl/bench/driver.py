@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
+from .. import units
 from ..ops import SUPPORTED_DTYPES, dtype_by_name
 
 __all__ = ["BenchArgs", "Row", "parse_args", "parse_size", "sizes", "fill", "time_call", "write_rows",
@@ -70,17 +71,11 @@ class Row:
 
 
 def parse_size(text: str) -> int:
-    """``8``, ``4K``, ``64M``, ``1G`` (binary units, as nccl-tests) to bytes."""
-    t = text.strip().upper().rstrip("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    num = t[:-1] if t[-1:] in "KMG" else t
+    """:func:`pyhccl.units.parse_size`, raising UsageError."""
     try:
-        value = int(float(num) * mult)
-    except ValueError:
-        raise UsageError(f"expecting a size like 8, 4K, 64M or 1G, got {text!r}") from None
-    if value < 0:
-        raise UsageError(f"expecting a non-negative size, got {text!r}")
-    return value
+        return units.parse_size(text)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 class _Parser(argparse.ArgumentParser):

@@ -107,6 +107,7 @@ class _Buffer:
         self.reader = np.full((nranks, a), -1, np.int32)    # last step whose sends read the atom
         self.widths = np.diff(self.starts)
         self.cache: dict[Region, tuple] = {}
+        self.splits = 0
 
     def split(self, xs: np.ndarray) -> None:
         new = np.setdiff1d(xs, self.starts)
@@ -120,6 +121,7 @@ class _Buffer:
         self.writer, self.reader = self.writer[:, src], self.reader[:, src]
         self.starts, self.widths = starts, np.diff(starts)
         self.cache.clear()
+        self.splits += 1
 
     def lookup(self, r: Region) -> tuple:
         """``(atom indices, atom widths)`` of ``r``, cached until the next split."""
@@ -190,6 +192,8 @@ class _Sim:
         if self.use_mask:
             first.val[:, init, _Buffer.MASK] = (np.int64(1) << np.arange(n, dtype=np.int64))[:, None]
         self.step = -1
+        self.pairs: dict[tuple[Region, Region], tuple] = {}
+        self.splits_seen = 0
 
     def _bounds(self) -> dict[Buf, np.ndarray]:
         """Every piece boundary the plans use, per buffer: the starting atoms.
@@ -241,6 +245,13 @@ class _Sim:
 
     def pair(self, rank_s: int, rs: Region, rank_d: int, rd: Region):
         """Aligned atom indices for moving ``rs`` (on rank_s) to ``rd`` (on rank_d)."""
+        splits = sum(b.splits for b in self.bufs.values())
+        if splits != self.splits_seen:
+            self.pairs.clear()
+            self.splits_seen = splits
+        hit = self.pairs.get((rs, rd))
+        if hit is not None:
+            return hit
         bs, ia = self.addr(rank_s, rs)
         bd, ib = self.addr(rank_d, rd)
         wa, wb = bs.lookup(rs)[1], bd.lookup(rd)[1]
@@ -248,9 +259,9 @@ class _Sim:
             both = np.union1d(np.cumsum(wa), np.cumsum(wb))[:-1]
             bs.split(bs.to_region_offsets(rs, both))
             bd.split(bd.to_region_offsets(rd, both))
-            bs, ia = self.addr(rank_s, rs)
-            bd, ib = self.addr(rank_d, rd)
-        return bs, ia, bd, ib
+            return self.pair(rank_s, rs, rank_d, rd)
+        hit = self.pairs[(rs, rd)] = (bs, ia, bd, ib)
+        return hit
 
     def check_init(self, rank: int, v: np.ndarray, r: Region) -> None:
         if not v[:, _Buffer.CARD].all():

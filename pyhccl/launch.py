@@ -1,0 +1,41 @@
+"""Find the MPI launcher: the one pip installed beside this Python, or the system's.
+
+``PYHCCL_MPIEXEC`` overrides it (for example ``"mpirun --oversubscribe"`` or ``"srun"``).
+Open MPI refuses more ranks than cores unless told ``--oversubscribe``; it is added for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["mpiexec_command"]
+
+
+@lru_cache(maxsize=1)
+def mpiexec_command() -> tuple[str, ...]:
+    """The launcher as an argument list, ready for ``-n N``.
+
+    Raises:
+        FileNotFoundError: no launcher beside ``sys.executable``, on ``PATH`` or in ``PYHCCL_MPIEXEC``.
+    """
+    env = os.environ.get("PYHCCL_MPIEXEC", "").strip()
+    if env:
+        return tuple(shlex.split(env))
+    local = Path(sys.executable).parent / "mpiexec"
+    found = str(local) if local.exists() else shutil.which("mpiexec")
+    if found is None:
+        raise FileNotFoundError(f"no mpiexec beside {sys.executable} or on PATH; install the MPI runtime "
+                                f"with 'pip install mpich' or set PYHCCL_MPIEXEC")
+    try:
+        version = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        version = ""
+    if "Open MPI" in version or "OpenRTE" in version:
+        return (found, "--oversubscribe")
+    return (found,)
