@@ -37,7 +37,7 @@ def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchAr
                 send, recv = np.empty(count, dtype), np.empty(count, dtype)
                 mop = _MPI_OPS[redop]
                 native = None
-                if args.native:
+                if args.native and _native_can(dtype):
                     fill(send, args.seed, rank, redop)
                     native = time_call(comm, lambda: comm.Allreduce(send, recv, mop), args.iters, args.warmup)
                 expected = _expected(args, dtype, count, n, redop) if args.check else None
@@ -86,6 +86,15 @@ def _expected(args: BenchArgs, dtype: np.dtype, count: int, n: int, redop: str) 
         fill(x, args.seed, r, redop)
         _UFUNCS[redop](acc, x, out=acc)
     return acc
+
+
+def _native_can(dtype: np.dtype) -> bool:
+    """Whether mpi4py can hand this dtype to MPI (bfloat16 has no buffer format nor MPI type)."""
+    try:
+        memoryview(np.empty(1, dtype))
+    except (ValueError, TypeError, BufferError):
+        return False
+    return True
 
 
 def _gbs(nbytes: int, seconds: float) -> float:

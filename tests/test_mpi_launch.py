@@ -1,0 +1,69 @@
+"""Runs the MPI test suite, the benchmark and a drop-in script under mpiexec at several rank counts.
+
+This is how a plain ``pytest`` covers the MPI tests: each case starts one ``mpiexec`` job
+(the launcher pip installed beside this Python, or ``PYHCCL_MPIEXEC``) with a time limit, so
+a hang fails the test instead of stalling the run.
+"""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pyhccl.launch import mpiexec_command
+from pyhccl.ops import SUPPORTED_DTYPES
+
+HERE = Path(__file__).parent
+TIMEOUT = 600
+
+
+def mpirun(n, *args, timeout=TIMEOUT, cwd=None):
+    cmd = [*mpiexec_command(), "-n", str(n), sys.executable, *args]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (hang?)\n{e.stdout}\n{e.stderr}")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_mpi_suite(n):
+    out = mpirun(n, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi", str(HERE / "mpi"))
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+
+
+def test_bench_allreduce_every_dtype_op_algo():
+    out = mpirun(3, "-m", "pyhccl.bench", "allreduce", "-b", "8", "-e", "4K", "-f", "64",
+                 "-n", "1", "-w", "0", "-o", "all", "-d", "all", "--algo", "auto,all")
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
+    assert "# Out of bounds values : 0 OK" in out.stdout
+    rows = [l for l in out.stdout.splitlines() if l and not l.startswith("#")]
+    assert len(rows) == 2 * 4 * len(SUPPORTED_DTYPES) * 6      # sizes (8, 512) x ops x dtypes x algos
+
+
+def test_bench_usage_error_exits_2_and_prints_once():
+    out = mpirun(2, "-m", "pyhccl.bench", "allreduce", "--algo", "NHRR")
+    assert out.returncode == 2
+    assert out.stderr.count("unknown algorithm 'NHRR'") == 1
+
+
+def test_drop_in_replacement(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        from mpi4py import MPI
+        import numpy as np
+        import pyhccl
+
+        comm = pyhccl.Communicator(MPI.COMM_WORLD)      # was: comm = MPI.COMM_WORLD
+        a = np.full(1000, comm.Get_rank(), dtype=np.float64)
+        b = np.empty_like(a)
+        comm.Allreduce(a, b)
+        assert (b == sum(range(comm.Get_size()))).all()
+        comm.Allreduce(MPI.IN_PLACE, a, op=MPI.MAX)
+        assert (a == comm.Get_size() - 1).all()
+        if comm.Get_rank() == 0:
+            print("drop-in ok", comm.fallbacks)
+    """))
+    out = mpirun(4, str(script))
+    assert out.returncode == 0 and "drop-in ok 0" in out.stdout, out.stdout + out.stderr
