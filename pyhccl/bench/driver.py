@@ -172,9 +172,9 @@ def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: i
     return comm.allreduce(dt, op=MPI.MAX)
 
 
-_HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<14} {:>9} {:>6}")
+_HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<18} {:>9} {:>6}")
 _LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}"
-         "  {:<14} {:>9} {:>6}")
+         "  {:<18} {:>9} {:>6}")
 
 
 def write_rows(rows: list[Row], out=sys.stdout, *, header: bool = True) -> None:

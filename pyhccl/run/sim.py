@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -98,8 +98,9 @@ class _Buffer:
 
     CARD, KEY, MASK, ORIGIN = range(4)
 
-    def __init__(self, name: str, size: int, nranks: int, bounds: np.ndarray) -> None:
-        self.name, self.size = name, size
+    def __init__(self, name: str, size: int, nranks: int, bounds: np.ndarray,
+                 on_split: Callable[[], None]) -> None:
+        self.name, self.size, self.on_split = name, size, on_split
         self.starts = np.union1d(np.array([0, size], dtype=np.int64), bounds[(bounds > 0) & (bounds < size)])
         a = len(self.starts) - 1
         self.val = np.zeros((nranks, a, 4), np.int64)
@@ -107,7 +108,6 @@ class _Buffer:
         self.reader = np.full((nranks, a), -1, np.int32)    # last step whose sends read the atom
         self.widths = np.diff(self.starts)
         self.cache: dict[Region, tuple] = {}
-        self.splits = 0
 
     def split(self, xs: np.ndarray) -> None:
         new = np.setdiff1d(xs, self.starts)
@@ -121,7 +121,7 @@ class _Buffer:
         self.writer, self.reader = self.writer[:, src], self.reader[:, src]
         self.starts, self.widths = starts, np.diff(starts)
         self.cache.clear()
-        self.splits += 1
+        self.on_split()
 
     def lookup(self, r: Region) -> tuple:
         """``(atom indices, atom widths)`` of ``r``, cached until the next split."""
@@ -178,10 +178,11 @@ class _Sim:
             nout = max(nin, nout)
         nscr = max((p.scratch_count() for p in plans), default=0)
         bounds = self._bounds()
+        self.pairs: dict[tuple[Region, Region], tuple] = {}    # aligned atoms, valid until a split
         self.bufs = {
-            Buf.INPUT: _Buffer("in", nin, n, bounds[Buf.INPUT]),
-            Buf.OUTPUT: _Buffer("out", nout, n, bounds[Buf.OUTPUT]),
-            Buf.SCRATCH: _Buffer("scr", nscr, n, bounds[Buf.SCRATCH]),
+            Buf.INPUT: _Buffer("in", nin, n, bounds[Buf.INPUT], self.pairs.clear),
+            Buf.OUTPUT: _Buffer("out", nout, n, bounds[Buf.OUTPUT], self.pairs.clear),
+            Buf.SCRATCH: _Buffer("scr", nscr, n, bounds[Buf.SCRATCH], self.pairs.clear),
         }
         first = self.bufs[Buf.OUTPUT if in_place else Buf.INPUT]
         first.split(np.array([nin]))
@@ -192,8 +193,6 @@ class _Sim:
         if self.use_mask:
             first.val[:, init, _Buffer.MASK] = (np.int64(1) << np.arange(n, dtype=np.int64))[:, None]
         self.step = -1
-        self.pairs: dict[tuple[Region, Region], tuple] = {}
-        self.splits_seen = 0
 
     def _bounds(self) -> dict[Buf, np.ndarray]:
         """Every piece boundary the plans use, per buffer: the starting atoms.
@@ -245,10 +244,6 @@ class _Sim:
 
     def pair(self, rank_s: int, rs: Region, rank_d: int, rd: Region):
         """Aligned atom indices for moving ``rs`` (on rank_s) to ``rd`` (on rank_d)."""
-        splits = sum(b.splits for b in self.bufs.values())
-        if splits != self.splits_seen:
-            self.pairs.clear()
-            self.splits_seen = splits
         hit = self.pairs.get((rs, rd))
         if hit is not None:
             return hit
