@@ -19,7 +19,6 @@ from .ops import as_array, reduce_ufunc
 from .plan.build import build_allreduce, resolve_algo
 from .run.mpi import CompiledPlan, compile_plan, ub_transfer_bytes
 from .run.pool import ScratchPool
-from .plan.ir import Buf
 
 __all__ = ["Communicator", "default_allreduce_algo"]
 
@@ -150,8 +149,7 @@ def _allreduce(c: Communicator, sendbuf: Any, recvbuf: Any, op: MPI.Op) -> None:
         return None
     algo = c._algo or default_allreduce_algo(count * src.itemsize, c._comm.Get_size())
     plan = c._compiled(algo, count, in_place, src.itemsize)
-    bufs = {Buf.INPUT: src, Buf.OUTPUT: dst, Buf.SCRATCH: c._pool.get(src.dtype, plan.scratch_count)}
-    plan.run(c._pcomm, bufs, ufunc)
+    plan.run(c._pcomm, (src, dst, c._pool.get(src.dtype, plan.scratch_count)), ufunc)
     if rb.device is not None:
         rb.device.ravel(order="A")[:count].set(dst) if hasattr(rb.device, "set") else None
     return None

@@ -76,6 +76,8 @@ def as_array(spec: Any) -> Buffer | None:
     ``[buf, count, displ, datatype]``. Returns None for derived or non-numeric datatypes,
     non-contiguous memory and dtypes outside :data:`SUPPORTED_DTYPES`.
     """
+    if type(spec) is np.ndarray and spec.flags.c_contiguous and spec.dtype in _SUPPORTED:
+        return Buffer(spec.reshape(-1))        # the common case, first
     count = displ = None
     datatype = None
     obj = spec

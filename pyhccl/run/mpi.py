@@ -9,7 +9,6 @@ shape of their regions.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -47,75 +46,70 @@ def ub_transfer_bytes(value: int | str | None = None) -> int:
     return n
 
 
-@dataclass(frozen=True, slots=True)
-class _Xfer:
-    send: bool
-    peer: int
-    region: Region
-    stage: int | None       # scratch offset of the packing area for strided regions
-    chunks: tuple[tuple[int, int], ...]   # (start, stop) in the element stream
-
-
-@dataclass(frozen=True, slots=True)
-class _Local:
-    reduce: bool
-    dst: Region
-    src: Region
+_BUF_INDEX = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2}
 
 
 class CompiledPlan:
-    """A plan prepared for one element size: message cuts and staging offsets precomputed."""
+    """A plan prepared for one element size: messages, byte ranges and staging precomputed.
+
+    Per step it keeps ``(messages, packs, unpacks, local)``: each message is
+    ``(is_send, peer, buffer index, byte lo, byte hi)``; strided regions are packed into (and
+    unpacked from) staging space after the plan's scratch; local ops on simple regions are
+    element ranges, strided ones keep their region.
+    """
 
     def __init__(self, plan: Plan, itemsize: int, ub_bytes: int) -> None:
         self.plan = plan
-        per_msg = max(1, ub_bytes // itemsize)
+        per_msg = max(1, ub_bytes // itemsize) * itemsize
         base = plan.scratch_count()
-        stage_need = 0
-        self.steps: list[tuple[tuple[_Xfer, ...], tuple[_Local, ...]]] = []
+        stage_need = base
+        self.steps: list[tuple[list, list, list, list]] = []
         for step in plan.steps:
-            xfers, stage = [], base
+            msgs, packs, unpacks, stage = [], [], [], base
             for a in step.transfers:
                 is_send = a.kind is Kind.SEND
                 r = a.src if is_send else a.dst
                 if not r.size:
                     continue
-                st = None
-                if r.repeat > 1:
-                    st, stage = stage, stage + r.size
-                cuts = tuple((i, min(i + per_msg, r.size)) for i in range(0, r.size, per_msg))
-                xfers.append(_Xfer(is_send, a.peer, r, st, cuts))
-            stage_need = max(stage_need, stage)
-            local = tuple(_Local(a.kind is Kind.REDUCE, a.dst, a.src) for a in step.local if a.src.size)
-            self.steps.append((tuple(xfers), local))
-        self.scratch_count = max(base, stage_need)
-
-    def run(self, comm: MPI.Intracomm, bufs: dict[Buf, np.ndarray], ufunc: Callable) -> None:
-        """Execute on ``comm`` with ``bufs`` (input, output, scratch arrays of one dtype)."""
-        for xfers, local in self.steps:
-            if xfers:
-                reqs = []
-                unpack = []
-                for x in xfers:
-                    flat = _stream(bufs, x)
-                    if x.send and x.stage is not None:
-                        np.copyto(flat.reshape(x.region.repeat, x.region.count), _view(bufs, x.region))
-                    elif x.stage is not None:
-                        unpack.append((x.region, flat))
-                    raw = flat.view(np.uint8)
-                    k = flat.itemsize
-                    for lo, hi in x.chunks:
-                        msg = [raw[lo * k:hi * k], MPI.BYTE]
-                        reqs.append(comm.Isend(msg, x.peer, _TAG) if x.send else comm.Irecv(msg, x.peer, _TAG))
-                MPI.Request.Waitall(reqs)
-                for region, flat in unpack:
-                    np.copyto(_view(bufs, region), flat.reshape(region.repeat, region.count))
-            for op in local:
-                dst = _view(bufs, op.dst)
-                src = _view(bufs, op.src)
-                if op.reduce:
-                    ufunc(dst, src, out=dst)
+                if r.repeat > 1:          # pack / unpack through staging
+                    (packs if is_send else unpacks).append((r, stage))
+                    b, lo = 2, stage * itemsize
+                    stage += r.size
                 else:
-                    np.copyto(dst, src)
+                    b, lo = _BUF_INDEX[r.buf], r.offset * itemsize
+                hi = lo + r.size * itemsize
+                msgs += [(is_send, a.peer, b, x, min(x + per_msg, hi)) for x in range(lo, hi, per_msg)]
+            stage_need = max(stage_need, stage)
+            local = [(a.kind is Kind.REDUCE, _local_ref(a.dst), _local_ref(a.src)) for a in step.local if a.src.size]
+            self.steps.append((msgs, packs, unpacks, local))
+        self.scratch_count = stage_need
+
+    def run(self, comm: MPI.Intracomm, bufs: tuple[np.ndarray, np.ndarray, np.ndarray], ufunc: Callable) -> None:
+        """Execute on ``comm`` with ``(input, output, scratch)`` arrays of one dtype."""
+        raw = [b.view(np.uint8) for b in bufs]
+        scratch = bufs[2]
+        isend, irecv = comm.Isend, comm.Irecv
+        for msgs, packs, unpacks, local in self.steps:
+            if msgs:
+                for r, at in packs:
+                    np.copyto(scratch[at:at + r.size].reshape(r.repeat, r.count), _view(bufs, r))
+                reqs = [isend(raw[b][lo:hi], peer, _TAG) if send else irecv(raw[b][lo:hi], peer, _TAG)
+                        for send, peer, b, lo, hi in msgs]
+                MPI.Request.Waitall(reqs)
+                for r, at in unpacks:
+                    np.copyto(_view(bufs, r), scratch[at:at + r.size].reshape(r.repeat, r.count))
+            for is_reduce, dst, src in local:
+                d = bufs[dst[0]][dst[1]:dst[2]] if type(dst) is tuple else _view(bufs, dst)
+                v = bufs[src[0]][src[1]:src[2]] if type(src) is tuple else _view(bufs, src)
+                if is_reduce:
+                    ufunc(d, v, out=d)
+                else:
+                    np.copyto(d, v)
+
+
+def _local_ref(r: Region) -> tuple[int, int, int] | Region:
+    """``(buffer index, lo, hi)`` for a simple region, the region itself for a strided one."""
+    return (_BUF_INDEX[r.buf], r.offset, r.offset + r.count) if r.repeat == 1 else r
 
 
 def compile_plan(plan: Plan, itemsize: int, ub_bytes: int | None = None) -> CompiledPlan:
@@ -123,16 +117,10 @@ def compile_plan(plan: Plan, itemsize: int, ub_bytes: int | None = None) -> Comp
     return CompiledPlan(plan, itemsize, ub_transfer_bytes(ub_bytes))
 
 
-def _view(bufs: dict[Buf, np.ndarray], r: Region) -> np.ndarray:
+def _view(bufs: tuple[np.ndarray, ...], r: Region) -> np.ndarray:
     """The elements of ``r``: 1-D for a simple region, (repeat, count) for a strided one."""
-    arr = bufs[r.buf]
+    arr = bufs[_BUF_INDEX[r.buf]]
     if r.repeat == 1:
         return arr[r.offset:r.offset + r.count]
     return np.lib.stride_tricks.as_strided(arr[r.offset:], shape=(r.repeat, r.count),
                                            strides=(r.stride * arr.itemsize, arr.itemsize), writeable=True)
-
-
-def _stream(bufs: dict[Buf, np.ndarray], x: _Xfer) -> np.ndarray:
-    if x.stage is None:
-        return _view(bufs, x.region)
-    return bufs[Buf.SCRATCH][x.stage:x.stage + x.region.size]
