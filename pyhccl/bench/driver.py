@@ -177,8 +177,9 @@ _LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}  {:
          "  {:<18} {:>9} {:>6}")
 
 
-def write_rows(rows: list[Row], out=sys.stdout, *, header: bool = True) -> None:
+def write_rows(rows: list[Row], out=None, *, header: bool = True) -> None:
     """The nccl-tests table: out-of-place and in-place columns, algorithm, native MPI, ratio."""
+    out = out or sys.stdout
     if header:
         print(_HEAD.format("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "", "", "native", ""),
               file=out)
@@ -194,8 +195,9 @@ def write_rows(rows: list[Row], out=sys.stdout, *, header: bool = True) -> None:
     out.flush()
 
 
-def write_footer(rows: list[Row], out=sys.stdout) -> None:
+def write_footer(rows: list[Row], out=None) -> None:
     """nccl-tests' closing lines, plus the geometric mean of the native ratios."""
+    out = out or sys.stdout
     wrong = sum(r.wrong + r.ip_wrong for r in rows)
     print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}", file=out)
     if rows:
