@@ -14,7 +14,11 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["mpiexec_command"]
+__all__ = ["mpiexec_command", "launch_env"]
+
+# Set in a process that initialised MPI (even as a singleton); a launcher started from it
+# must not inherit them, or its ranks try to join the parent's job.
+_MPI_ENV_PREFIXES = ("OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPIR_CVAR_CH4_", "OPAL_", "PRTE_")
 
 
 @lru_cache(maxsize=1)
@@ -39,3 +43,15 @@ def mpiexec_command() -> tuple[str, ...]:
     if "Open MPI" in version or "OpenRTE" in version:
         return (found, "--oversubscribe")
     return (found,)
+
+
+def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the variables of its own MPI job, plus ``extra``.
+
+    Open MPI's root guard variables (``OMPI_ALLOW_RUN_AS_ROOT*``) and ``OMPI_MCA_*`` settings are kept.
+    """
+    keep = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_MCA_")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(_MPI_ENV_PREFIXES) or k.startswith(keep)}
+    env.update(extra or {})
+    return env

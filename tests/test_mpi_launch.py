@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyhccl.launch import mpiexec_command
+from pyhccl.launch import launch_env, mpiexec_command
 from pyhccl.ops import SUPPORTED_DTYPES
 
 HERE = Path(__file__).parent
@@ -22,7 +22,7 @@ TIMEOUT = 600
 def mpirun(n, *args, timeout=TIMEOUT, cwd=None):
     cmd = [*mpiexec_command(), "-n", str(n), sys.executable, *args]
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=launch_env())
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (hang?)\n{e.stdout}\n{e.stderr}")
 
