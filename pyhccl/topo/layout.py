@@ -1,0 +1,80 @@
+"""Layout: every rank's coordinates (super pod, server, device) and the rank groups of each level.
+
+Levels as HCCL's templates number them (hccl-templates.md §0.4; topo_match_multilevel.cc
+``TopoForLayer1``): level 0 = the ranks of one server; level 1 = the ranks with the same device
+index in the other servers of the same super pod ("same-number cards"); level 2 = the ranks at
+the same server and device index in the other super pods. On a symmetric machine this is
+``rank = idx0 + L0*idx1 + L0*L1*idx2``; on an asymmetric one a group may be smaller (a device
+index that a shorter server lacks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .spec import TopoSpec
+
+__all__ = ["Coords", "Layout", "LEVEL_NAMES"]
+
+#: What each level's groups are.
+LEVEL_NAMES = ("same server",
+               "same device index, other servers of the super pod",
+               "same server and device index, other super pods")
+
+
+@dataclass(frozen=True)
+class Coords:
+    """Where a rank sits: super pod, server, device.
+
+    ``server`` is numbered over the whole machine (HCCL's ``serverIdx``), ``server_in_pod``
+    within the super pod; ``device`` is the index within the server (the rank table's
+    ``local_id``) and ``device_id`` the spec's device id.
+    """
+
+    super_pod: int
+    server: int
+    device: int
+    device_id: int
+    server_in_pod: int
+
+
+class Layout:
+    """Coordinates and level groups of every rank of a :class:`TopoSpec`.
+
+    Args:
+        spec: the machine; ranks are numbered super pod by super pod, server by server.
+    """
+
+    def __init__(self, spec: TopoSpec) -> None:
+        self.spec = spec
+        coords, server = [], 0
+        for p, pod in enumerate(spec.layout):
+            for s, ids in enumerate(pod):
+                coords += [Coords(p, server, d, dev, s) for d, dev in enumerate(ids)]
+                server += 1
+        self.coords: tuple[Coords, ...] = tuple(coords)
+
+    @property
+    def nranks(self) -> int:
+        """Ranks in the layout."""
+        return len(self.coords)
+
+    @cached_property
+    def levels(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """Per level (0, 1, 2), its groups: a partition of all ranks, groups ordered by first rank."""
+        keys = (lambda c: c.server, lambda c: (c.super_pod, c.device),
+                lambda c: (c.server_in_pod, c.device))
+        out = []
+        for key in keys:
+            groups: dict = {}
+            for rank, c in enumerate(self.coords):
+                groups.setdefault(key(c), []).append(rank)
+            out.append(tuple(tuple(g) for g in groups.values()))
+        return tuple(out)
+
+    def groups_of(self, rank: int) -> tuple[tuple[int, ...], ...]:
+        """The group of ``rank`` at levels 0, 1 and 2."""
+        if not 0 <= rank < self.nranks:
+            raise ValueError(f"expecting rank in range({self.nranks}), got {rank}")
+        return tuple(next(g for g in level if rank in g) for level in self.levels)

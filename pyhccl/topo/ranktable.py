@@ -1,0 +1,132 @@
+"""Rank table: read the layout from a JSON subset of HCCL's rank table (``PYHCCL_RANK_TABLE``).
+
+Two of HCCL's formats, read as data with ``json``:
+
+- version 2.0 (Ascend 950, docs/zh/user_guide/cluster_info_config/rank_table_config_a5.md):
+  ``rank_list`` entries with ``rank_id``, ``device_id`` and a ``level_list`` whose
+  ``net_layer`` 0 ``net_instance_id`` names the server and ``net_layer`` 1 one the super pod;
+  a layer-0 ``net_type`` of ``CLOS`` wires level 0 as a Clos (``TOPO_FILE_DESC``: a mesh);
+- versions 1.0 / 1.2: ``server_list`` of ``{server_id, device: [{device_id, rank_id}]}`` and,
+  for super pods, ``super_pod_list`` of ``{super_pod_id, server_list: [{server_id}]}``.
+
+Everything else in the file (addresses, ports) is ignored. HCCL numbers ranks server by server,
+so ``rank_id`` must run 0, 1, 2, ... in server order; ``status``, when present, must be
+``completed``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .spec import TopoSpec
+
+__all__ = ["load_rank_table", "parse_rank_table"]
+
+_EXAMPLE = ('{"version": "2.0", "rank_list": [{"rank_id": 0, "device_id": 0, "level_list": '
+            '[{"net_layer": 0, "net_instance_id": "server0"}]}]}')
+
+
+def load_rank_table(path: str | Path) -> TopoSpec:
+    """The TopoSpec of the rank table file at ``path``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not JSON, or not a rank table this subset reads (the message says why).
+    """
+    text = Path(path).read_text()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"rank table {path} is not valid JSON ({e.msg} at character {e.pos})") from None
+    return parse_rank_table(data, str(path))
+
+
+def parse_rank_table(data: Any, name: str = "rank table") -> TopoSpec:
+    """The TopoSpec of a parsed rank table (a dict)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{name}: expecting a JSON object, got {type(data).__name__}; e.g. {_EXAMPLE}")
+    if data.get("status", "completed") != "completed":
+        raise ValueError(f"{name}: expecting status 'completed', got {data['status']!r}")
+    version = str(data.get("version", ""))
+    if version == "2.0":
+        return _v2(data, name)
+    if version in ("1.0", "1.2"):
+        return _v1(data, name)
+    raise ValueError(f"{name}: expecting version '2.0', '1.0' or '1.2', got {data.get('version')!r}; "
+                     f"e.g. {_EXAMPLE}")
+
+
+def _v2(data: dict, name: str) -> TopoSpec:
+    ranks = sorted(_list(data, "rank_list", name), key=lambda r: _int(r, "rank_id", name))
+    if "rank_count" in data and _int(data, "rank_count", name) != len(ranks):
+        raise ValueError(f"{name}: rank_count is {data['rank_count']} but rank_list has {len(ranks)} ranks")
+    rows, types = [], set()
+    for r in ranks:
+        layers = {_int(lv, "net_layer", name): lv for lv in _list(r, "level_list", name)}
+        if 0 not in layers:
+            raise ValueError(f"{name}: rank {r['rank_id']} has no net_layer 0 entry naming its server; "
+                             f"e.g. {_EXAMPLE}")
+        types.add(str(layers[0].get("net_type", "TOPO_FILE_DESC")).upper())
+        pod = str(layers[1]["net_instance_id"]) if 1 in layers else ""
+        dev = _int(r, "device_id", name) if "device_id" in r else _int(r, "local_id", name, default=len(rows))
+        rows.append((_int(r, "rank_id", name), pod, str(layers[0].get("net_instance_id")), dev))
+    if len(types) > 1:
+        raise ValueError(f"{name}: expecting one layer-0 net_type for every rank, got {sorted(types)}")
+    return TopoSpec(_nest(rows, name), level0="clos" if types == {"CLOS"} else "mesh")
+
+
+def _v1(data: dict, name: str) -> TopoSpec:
+    servers = {str(s.get("server_id")): s for s in _list(data, "server_list", name) if isinstance(s, dict)}
+    pods = [("", list(servers))]
+    if data.get("super_pod_list"):
+        pods = [(str(p.get("super_pod_id")), [str(s.get("server_id")) for s in _list(p, "server_list", name)])
+                for p in _list(data, "super_pod_list", name) if isinstance(p, dict)]
+    listed = [sid for _, ids in pods for sid in ids]
+    if sorted(listed) != sorted(servers):
+        raise ValueError(f"{name}: super_pod_list names servers {sorted(listed)} but server_list has "
+                         f"{sorted(servers)}; each server belongs to exactly one super pod")
+    rows = []
+    for pod, ids in pods:
+        for sid in ids:
+            for d in _list(servers[sid], "device", name):
+                rows.append((_int(d, "rank_id", name, default=len(rows)), pod, sid, _int(d, "device_id", name)))
+    return TopoSpec(_nest(rows, name))
+
+
+def _nest(rows: list[tuple[int, str, str, int]], name: str) -> list:
+    """(rank, pod, server, device id) in rank order -> super pods -> servers -> device ids."""
+    layout: list[list[list[int]]] = []
+    seen_pods, seen_servers, last = set(), set(), (None, None)
+    for i, (rank, pod, server, dev) in enumerate(rows):
+        if rank != i:
+            raise ValueError(f"{name}: expecting rank_id {i} next (ranks are numbered 0, 1, 2, ... server "
+                             f"by server), got {rank}")
+        if pod != last[0]:
+            if pod in seen_pods:
+                raise ValueError(f"{name}: the ranks of super pod {pod!r} are not consecutive (rank {rank})")
+            seen_pods.add(pod)
+            layout.append([])
+        if (pod, server) != last:
+            if server in seen_servers:
+                raise ValueError(f"{name}: the ranks of server {server!r} are not consecutive (rank {rank})")
+            seen_servers.add(server)
+            layout[-1].append([])
+        layout[-1][-1].append(dev)
+        last = (pod, server)
+    return layout
+
+
+def _list(d: Any, key: str, name: str) -> list:
+    value = d.get(key) if isinstance(d, dict) else None
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{name}: expecting a non-empty list {key!r}, got {value!r}; e.g. {_EXAMPLE}")
+    return value
+
+
+def _int(d: dict, key: str, name: str, default: int | None = None) -> int:
+    value = d.get(key, default)
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+        raise ValueError(f"{name}: expecting {key} as an integer >= 0 (or a string of digits), got {value!r}")
+    return int(value)
