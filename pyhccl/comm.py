@@ -19,6 +19,7 @@ from .ops import as_array, reduce_ufunc
 from .plan.build import build_allreduce, resolve_algo
 from .run.mpi import CompiledPlan, compile_plan, ub_transfer_bytes
 from .run.pool import ScratchPool
+from .topo import comm_topology
 
 __all__ = ["Communicator", "default_allreduce_algo"]
 
@@ -47,14 +48,17 @@ class Communicator:
         algo: AllReduce algorithm for every call (short or HCCL name); default
             ``PYHCCL_ALGO``, else a size rule.
         ub_transfer_bytes: largest message; default ``PYHCCL_UB_TRANSFER_BYTES``, else 512 KiB.
+        topo: the machine to emulate (a spec such as ``"1x2x4"``, see :mod:`pyhccl.topo`);
+            default ``PYHCCL_TOPO``, else ``PYHCCL_RANK_TABLE``, else detected from MPI.
 
     Attributes:
+        topology: this rank's place in the machine and HCCL's TopoInfo, computed once here.
         fallbacks: calls handed to the wrapped communicator because pyhccl cannot run them
             (derived datatypes, user-defined ops, unsupported dtypes, non-contiguous buffers).
     """
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algo: str | None = None,
-                 ub_transfer_bytes: int | None = None) -> None:
+                 ub_transfer_bytes: int | None = None, topo: Any = None) -> None:
         comm = MPI.COMM_WORLD if comm is None else comm
         if isinstance(comm, Communicator):
             comm = comm.comm
@@ -65,6 +69,8 @@ class Communicator:
         self._ub = _ub(ub_transfer_bytes)
         self._comm = comm
         self._pcomm = comm.Dup()
+        self._topo = topo
+        self.topology = comm_topology(self._pcomm, topo)
         self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
         self._pool = ScratchPool()
         self.fallbacks = 0
@@ -89,7 +95,7 @@ class Communicator:
     def Dup(self, info: MPI.Info | None = None) -> Communicator:
         """Duplicate: a pyhccl communicator over a duplicate of the wrapped one."""
         dup = self._comm.Dup() if info is None else self._comm.Dup(info)
-        return Communicator(dup, algo=self._algo, ub_transfer_bytes=self._ub)
+        return Communicator(dup, algo=self._algo, ub_transfer_bytes=self._ub, topo=self._topo)
 
     def Free(self) -> None:
         """Free the private duplicate, then the wrapped communicator."""

@@ -9,6 +9,9 @@ Computed once per communicator, as HCCL computes TopoInfo once per communicator
 4. MPI itself: the ranks that share memory (``Split_type(COMM_TYPE_SHARED)``) form a server,
    all servers one super pod. On a multi-host job this is the real machine.
 
+A layout from the environment describes ``COMM_WORLD``; a smaller communicator (a ``Split``)
+sees its members' part of it, as HCCL derives a sub-communicator's rank graph from its parent's.
+
 Every rank must see the same settings. The communicator's one collective is an allgather that
 checks that all ranks agree on the layout and that every rank's TopoInfo was computed (with MPI
 detection it also carries each rank's node); a disagreement or a rank HCCL would reject raises
@@ -26,7 +29,7 @@ from .calc import calc_topo_info
 from .info import TopoInfo
 from .layout import Coords, Layout
 from .ranktable import load_rank_table
-from .spec import TopoSpec, parse_topo
+from .spec import TopoSpec, parse_topo, with_layout
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -96,6 +99,8 @@ def comm_topology(comm: MPI.Intracomm, topo: Any = None) -> Topology:
     if spec is None:
         nodes = comm.allgather(_node_leader(comm))
         return Topology.from_spec(_spec_from_nodes(nodes), rank, source)
+    if topo is None and spec.nranks != size:
+        spec = _world_part(spec, comm)
     spec.check_size(size)
     try:
         mine, error = Topology.from_spec(spec, rank, source), None
@@ -111,6 +116,27 @@ def comm_topology(comm: MPI.Intracomm, topo: Any = None) -> Topology:
         r, e = failed[0]
         raise ValueError(f"topology {gathered[0][0]} fails on {len(failed)} of {size} ranks; rank {r}: {e}")
     return cast(Topology, mine)         # no rank failed, so this one computed it
+
+
+def _world_part(spec: TopoSpec, comm: MPI.Intracomm) -> TopoSpec:
+    """A layout of ``COMM_WORLD`` (from the environment), seen by a smaller communicator."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    if spec.nranks != world.Get_size() or comm == world:
+        return spec                         # check_size names the mismatch
+    group, world_group = comm.Get_group(), world.Get_group()
+    try:
+        members = MPI.Group.Translate_ranks(group, list(range(comm.Get_size())), world_group)
+    finally:
+        group.Free()
+        world_group.Free()
+    layout = Layout(spec).restrict(list(members))
+    if layout is None:
+        log.warning("pyhccl: the ranks of one server of %s are not consecutive in this communicator; "
+                    "its layout is taken as one server", spec.to_text())
+        layout = [[list(range(len(members)))]]
+    return with_layout(spec, layout)
 
 
 def _node_leader(comm: MPI.Intracomm) -> int:
