@@ -144,3 +144,11 @@ def test_topology_from_spec():
     assert (t.coords.server, t.coords.device, t.groups) == (1, 0, ((4, 5), (0, 4), (4,)))
     assert t.info.server_idx == 1 and t.spec.nranks == 6
     assert "rank 4 at super pod 0, server 1, device 0" in repr(t)
+
+
+def test_restrict_to_a_sub_communicator():
+    lay = layout("[[[0,1,2,3],[0,1]],[[0,1]]]")
+    assert lay.restrict([0, 2, 4, 6]) == [[[0, 2], [0]], [[0]]]
+    assert lay.restrict([4, 5, 0]) == [[[0, 1], [0]]]          # servers in any order, each in one run
+    assert lay.restrict([0, 4, 1]) is None                      # server 0's ranks not consecutive
+    assert lay.restrict([0, 6, 4]) is None                      # super pod 0's ranks not consecutive
