@@ -114,12 +114,12 @@ def _compact(text: str) -> str:
 
 
 if __name__ == "__main__":
-    if "--topo" in sys.argv or any(a.startswith("--topo=") for a in sys.argv) or "-h" in sys.argv:
-        sys.exit(main())
     try:
         status = main()
-    except BaseException:                       # abort the job so that no rank hangs
-        traceback.print_exc()
+    except Exception:
+        if "mpi4py" not in sys.modules:         # --topo: no MPI job to abort
+            raise
+        traceback.print_exc()                   # abort the job so that no rank hangs
         sys.stderr.flush()
         from mpi4py import MPI
         MPI.COMM_WORLD.Abort(1)

@@ -104,12 +104,11 @@ class RankGraph:
         """``HcclRankGraphGetEndpointDesc``: this rank's endpoint on ``inst`` (one interface)."""
         host = self.spec.dpu and layer > 0
         loc = EndpointLocType.HOST if host else EndpointLocType.DEVICE
-        return (Endpoint(inst.protocol, loc, f"rank{rank}/layer{layer}/inst{inst.inst_id}"),)
+        return (Endpoint(inst.protocol, loc, _addr(rank, layer, inst)),)
 
     def port_num(self, rank: int, layer: int, endpoint: Endpoint) -> int:
         """``ENDPOINT_ATTR_BW_COEFF`` of an endpoint: the ports of its interface."""
-        inst_id = int(endpoint.addr.rsplit("inst", 1)[1])
-        return next(i.ports for i in self.topo_insts(rank, layer) if i.inst_id == inst_id)
+        return next(i.ports for i in self.topo_insts(rank, layer) if _addr(rank, layer, i) == endpoint.addr)
 
     @cached_property
     def _upper(self) -> tuple[list[TopoInst], list[TopoInst]]:
@@ -143,3 +142,8 @@ class RankGraph:
             return 0
         peers = [r for r in inst.ranks if r != src]
         return 0 if peers.index(dst) < (len(peers) + 1) // 2 else 1
+
+
+def _addr(rank: int, layer: int, inst: TopoInst) -> str:
+    """The address of ``rank``'s interface on ``inst`` (one interface per instance)."""
+    return f"rank{rank}/layer{layer}/inst{inst.inst_id}"

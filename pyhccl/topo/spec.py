@@ -31,7 +31,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from .info import CommProtocol
@@ -258,8 +258,3 @@ def _int(key: str, value: Any, top: int | None) -> int:
 
 def _json_value(value: Any) -> Any:
     return value.name.lower() if isinstance(value, CommProtocol) else value
-
-
-def with_layout(spec: TopoSpec, layout: Any) -> TopoSpec:
-    """The same wiring over another layout (used by the rank table and MPI detection)."""
-    return replace(spec, layout=layout)

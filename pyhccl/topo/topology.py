@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from .calc import calc_topo_info
 from .info import TopoInfo
 from .layout import Coords, Layout
 from .ranktable import load_rank_table
-from .spec import TopoSpec, parse_topo, with_layout
+from .spec import TopoSpec, parse_topo
 
 if TYPE_CHECKING:
     from mpi4py import MPI
@@ -136,7 +136,7 @@ def _world_part(spec: TopoSpec, comm: MPI.Intracomm) -> TopoSpec:
         log.warning("pyhccl: the ranks of one server of %s are not consecutive in this communicator; "
                     "its layout is taken as one server", spec.to_text())
         layout = [[list(range(len(members)))]]
-    return with_layout(spec, layout)
+    return replace(spec, layout=layout)
 
 
 def _node_leader(comm: MPI.Intracomm) -> int:
