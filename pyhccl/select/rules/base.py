@@ -1,0 +1,183 @@
+"""What every rule selector reads (AutoSelectorBase's helpers) and the AIV / CCU_SCHED common gates.
+
+HCCL source: src/ops/op_common/selector/auto_selector_base.h/.cc (``IsSmallData``, ``IsLargeData``,
+``Is64BitDataType``, ``CalcFrameNum``, the AIV and CCU_SCHED gates); hccl-selection.md §5.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ...algo.dtypes import IS_64BIT, IS_8BIT, HcclDataType, HcclReduceOp
+from ...algo.predicates import (OpCall, all_mesh_connected, clos_multiple_of_mesh, frame_num, is_strict, l0_size,
+                                mesh_equal_clos, symmetric, two_level_net_layer)
+from ...topo.info import Level0MeshType, Level0Shape, TopoInfo
+from .. import thresholds as th
+
+__all__ = ["Ctx", "Answer", "hit", "miss", "NOT_MATCH", "aiv_gate", "sched_gate", "MESH_1D", "CLOS", "UBX",
+           "TWO_DIE_REGULAR", "TWO_DIE_NOT_REGULAR"]
+
+NOT_MATCH = "NOT_MATCH"
+MESH_1D, CLOS, UBX = Level0Shape.MESH_1D, Level0Shape.CLOS, Level0Shape.MESH_1D_CLOS
+TWO_DIE_REGULAR, TWO_DIE_NOT_REGULAR = Level0MeshType.TWO_DIE_REGULAR, Level0MeshType.TWO_DIE_NOT_REGULAR
+#: Ops whose AIV size gate uses D*R (§5.0).
+_AIV_SIZE_TIMES_R = frozenset({"AllGather", "ReduceScatter", "Scatter", "AllToAll"})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One engine's rule answer: an algorithm name or NOT_MATCH, and the branch that gave it."""
+
+    name: str
+    why: str
+
+    @property
+    def matched(self) -> bool:
+        return self.name != NOT_MATCH
+
+
+def hit(name: str, why: str) -> Answer:
+    """A MATCH with ``name``, reached through the branch ``why``."""
+    return Answer(name, why)
+
+
+def miss(why: str) -> Answer:
+    """NOT_MATCH, reached through the branch ``why``."""
+    return Answer(NOT_MATCH, why)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """The inputs of one selection, with AutoSelectorBase's derived predicates."""
+
+    topo: TopoInfo
+    call: OpCall
+
+    @property
+    def R(self) -> int:  # noqa: N802 - HCCL's notation
+        return self.topo.user_rank_size
+
+    @property
+    def D(self) -> int:  # noqa: N802 - HCCL's notation (§5.0)
+        return self.call.nbytes
+
+    @property
+    def levels(self) -> int:
+        return self.topo.topo_level_nums
+
+    @property
+    def multi(self) -> bool:
+        return self.topo.topo_level_nums > 1
+
+    @property
+    def shape(self) -> Level0Shape:
+        return self.topo.level0_topo
+
+    @property
+    def small(self) -> bool:
+        """``IsSmallData``: D < 512 KiB."""
+        return self.D < th.SMALL_COUNT_512KB
+
+    @property
+    def large(self) -> bool:
+        """``IsLargeData``: D >= 1 MiB."""
+        return self.D >= th.LARGE_COUNT_1024KB
+
+    @property
+    def b64(self) -> bool:
+        return self.call.dtype in IS_64BIT
+
+    @property
+    def int8(self) -> bool:
+        return self.call.dtype in IS_8BIT
+
+    @property
+    def prod(self) -> bool:
+        return self.call.reduce_op == HcclReduceOp.PROD
+
+    @property
+    def special(self) -> bool:
+        """64-bit dtype or PROD."""
+        return self.b64 or self.prod
+
+    @property
+    def inplace(self) -> bool:
+        return self.call.inplace
+
+    @cached_property
+    def strict(self) -> bool:
+        return is_strict(self.call, self.R)
+
+    @cached_property
+    def two_level(self) -> bool:
+        return two_level_net_layer(self.topo)
+
+    @cached_property
+    def equal(self) -> bool | None:
+        return mesh_equal_clos(self.topo)
+
+    @cached_property
+    def multiple(self) -> bool | None:
+        return clos_multiple_of_mesh(self.topo)
+
+    @cached_property
+    def allconn(self) -> bool:
+        return all_mesh_connected(self.topo)
+
+    @cached_property
+    def frame(self) -> int:
+        return frame_num(self.topo)
+
+    @property
+    def is960(self) -> bool:
+        return self.topo.device_type == "DEV_TYPE_960"
+
+    @property
+    def l0_1(self) -> bool:
+        """localNetInsSizeOfLayer[0] == 1."""
+        return l0_size(self.topo) == 1
+
+    @property
+    def sym(self) -> bool:
+        return symmetric(self.topo)
+
+    @property
+    def dev8(self) -> bool:
+        return self.topo.device_num_per_module == th.DEVICE_NUM_PER_MODULE_8
+
+    @property
+    def pcie(self) -> bool:
+        return self.topo.level0_pcie_mix
+
+    @property
+    def mesh_type(self) -> Level0MeshType:
+        return self.topo.level0_mesh_type
+
+    def dtype_is(self, *dtypes: HcclDataType) -> bool:
+        return self.call.dtype in dtypes
+
+
+def sched_gate(x: Ctx) -> Answer | None:
+    """CCU_SCHED common gate: reject level2UbRtp and topoLevelNums >= 3."""
+    if x.topo.level2_ub_rtp:
+        return miss("CCU_SCHED gate: level2UbRtp")
+    if x.levels >= 3:
+        return miss("CCU_SCHED gate: topoLevelNums >= 3")
+    return None
+
+
+def aiv_gate(x: Ctx, waive_per_rank_cap: bool = False) -> Answer | None:
+    """AIV common gate (§5.0): rank cap, level2UbRtp, 3 levels, the 8 MiB x R and CCL-loop caps."""
+    size = x.D * x.R if x.call.op in _AIV_SIZE_TIMES_R else x.D
+    if x.R > th.MAX_RANK_SIZE:
+        return miss(f"AIV gate: R {x.R} > MAX_RANK_SIZE {th.MAX_RANK_SIZE}")
+    if x.topo.level2_ub_rtp:
+        return miss("AIV gate: level2UbRtp")
+    if x.levels >= 3:
+        return miss("AIV gate: topoLevelNums >= 3")
+    if not x.call.aiv_only and not waive_per_rank_cap and size >= th.AIV_MAX_PER_RANK_DATA_SIZE * x.R:
+        return miss(f"AIV gate: size {size} >= AIV_MAX_PER_RANK_DATA_SIZE x R")
+    if size > x.call.ccl_buffer_size * th.AIV_MAX_CCL_LOOP_NUM:
+        return miss(f"AIV gate: size {size} > cclBuffer x AIV_MAX_CCL_LOOP_NUM")
+    return None
