@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import HcclDataType
-from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, miss_if, sched_gate
 
 OP = "AllReduce"
 
 
 def ccu_ms(x: Ctx) -> Answer:
     """``SelectCcuMsAlgo`` -> ``SelectMeshAlgo`` / ``SelectMeshUBXAlgo``."""
-    if x.strict or x.multi or x.int8 or x.prod or x.b64:
-        return miss("strict, topoLevelNums > 1, int8, PROD or 64-bit")
+    gate = miss_if(strict=x.strict, topoLevelNums__1=x.multi, int8=x.int8, PROD=x.prod, _64_bit=x.b64)
+    if gate:
+        return gate
     if x.two_level and x.R == 2 and x.D >= th.AR_2P_DETOUR_DATA_SIZE:
         return miss("twoLevel, R == 2, D >= AR_2P_DETOUR_DATA_SIZE (AICPU detour instead)")
     if x.shape == MESH_1D:
@@ -68,8 +69,9 @@ def ccu_sched(x: Ctx) -> Answer:
     gate = sched_gate(x)
     if gate:
         return gate
-    if x.strict or x.prod or x.b64:
-        return miss("strict, PROD or 64-bit")
+    gate = miss_if(strict=x.strict, PROD=x.prod, _64_bit=x.b64)
+    if gate:
+        return gate
     D, R, n = x.D, x.R, th.AR_CCU_MAX_RANK_SIZE
     if x.multi:
         if x.shape == MESH_1D:

@@ -15,7 +15,7 @@ from ...algo.predicates import (OpCall, all_mesh_connected, clos_multiple_of_mes
 from ...topo.info import Level0MeshType, Level0Shape, TopoInfo
 from .. import thresholds as th
 
-__all__ = ["Ctx", "Answer", "hit", "miss", "NOT_MATCH", "aiv_gate", "sched_gate", "MESH_1D", "CLOS", "UBX",
+__all__ = ["Ctx", "Answer", "hit", "miss", "miss_if", "NOT_MATCH", "aiv_gate", "sched_gate", "MESH_1D", "CLOS", "UBX",
            "TWO_DIE_REGULAR", "TWO_DIE_NOT_REGULAR"]
 
 NOT_MATCH = "NOT_MATCH"
@@ -156,6 +156,12 @@ class Ctx:
 
     def dtype_is(self, *dtypes: HcclDataType) -> bool:
         return self.call.dtype in dtypes
+
+
+def miss_if(**conds: bool) -> Answer | None:
+    """NOT_MATCH naming every true condition (keyword = its name, ``_`` read as a space), else None."""
+    true = [k.replace("__", " > ").replace("_", " ").strip() for k, v in conds.items() if v]
+    return miss(", ".join(true)) if true else None
 
 
 def sched_gate(x: Ctx) -> Answer | None:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import HcclDataType
-from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, hit, miss, miss_if, sched_gate
 
 OP = "Reduce"
 
 
 def ccu_ms(x: Ctx) -> Answer:
     """``SelectCcuMsAlgo`` (no common gate)."""
-    if x.multi or x.int8 or x.prod or x.b64:
-        return miss("topoLevelNums > 1, int8, PROD or 64-bit")
+    gate = miss_if(topoLevelNums__1=x.multi, int8=x.int8, PROD=x.prod, _64_bit=x.b64)
+    if gate:
+        return gate
     if x.shape == MESH_1D:
         if x.topo.is_2die_full_mesh:
             return miss("MESH_1D, is2DieFullMesh")

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import HcclDataType
-from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, miss_if, sched_gate
 
 OP = "ReduceScatter"
 
 
 def ccu_ms(x: Ctx) -> Answer:
     """``SelectCcuMsAlgo``."""
-    if x.strict or x.multi:
-        return miss("strict or topoLevelNums > 1")
+    gate = miss_if(strict=x.strict, topoLevelNums__1=x.multi)
+    if gate:
+        return gate
     if x.two_level and x.R == 2 and x.D >= th.RS_2P_DETOUR_DATA_SIZE:
         return miss("twoLevel, R == 2, D >= RS_2P_DETOUR_DATA_SIZE")
-    if x.int8 or x.prod or x.b64:
-        return miss("int8, PROD or 64-bit")
+    gate = miss_if(int8=x.int8, PROD=x.prod, _64_bit=x.b64)
+    if gate:
+        return gate
     if x.shape == MESH_1D:
         if x.inplace:
             return miss("MESH_1D, in-place")
@@ -65,8 +67,9 @@ def ccu_sched(x: Ctx) -> Answer:
     gate = sched_gate(x)
     if gate:
         return gate
-    if x.strict or x.prod or x.inplace or x.b64:
-        return miss("strict, PROD, in-place or 64-bit")
+    gate = miss_if(strict=x.strict, PROD=x.prod, in_place=x.inplace, _64_bit=x.b64)
+    if gate:
+        return gate
     D, R, T, F = x.D, x.R, x.D * x.R, th.MAX_FRAME_NUM_FOR_CCU_ALGO
     if x.multi:
         if x.shape == MESH_1D:
