@@ -20,7 +20,7 @@ from .executors import calibrate
 from .params import Coeff, ub_util
 from .templates import template_coeff
 
-__all__ = ["CostRow", "CostResult", "engine_priority", "run_cost_model", "alg_cost"]
+__all__ = ["CostRow", "CostResult", "engine_priority", "run_cost_model", "alg_cost", "select_min_cost"]
 
 #: ``GetEnginePriority`` (cost_model.cc, N3): the engines a starting config may fall back to.
 ENGINE_PRIORITY: dict[E, tuple[E, ...]] = {
@@ -153,13 +153,18 @@ def run_cost_model(op: str, topo: TopoInfo, call: OpCall, config: E, *, soft: bo
     result = CostResult(rows, None, config, cands)
     if tuner is not None and any(r.cost is not None for r in rows):
         tuner.enrich(op, call, topo, rows, result.tuner_changes)
-    best = None
+    result.winner, result.ties = select_min_cost(rows)
+    return result
+
+
+def select_min_cost(rows: list[CostRow]) -> tuple[CostRow | None, list[str]]:
+    """``SelectMinCost``: skip uncosted and negative rows; strictly smallest wins, ties keep the first."""
+    best, ties = None, []
     for r in rows:
         if r.cost is None or r.cost < 0:
             continue
         if best is None or r.cost < best.cost:
-            best = r
+            best, ties = r, []
         elif r.cost == best.cost:
-            result.ties.append(r.name)
-    result.winner = best
-    return result
+            ties.append(r.name)
+    return best, ties
