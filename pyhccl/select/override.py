@@ -103,6 +103,25 @@ class Override:
         return left
 
 
+    def dead_segments(self, op: str, engines: tuple[OpExecuteConfig, ...]) -> list[str]:
+        """Positive segments that name ``op`` explicitly but match none of its algorithms on ``engines``.
+
+        HCCL ignores such a segment silently; pyhccl reports it as an error (never a silent fallback).
+        """
+        if self.kind != "grammar":
+            return []
+        prefixes = [p for p, e in ENGINE_PREFIXES.items() if e in engines]
+        pool = [n for n in names(op) if any(n.startswith(p) for p in prefixes)]
+        return [_show(seg) for seg in self.segments if seg.op is not None and OP_TYPES[seg.op] == op
+                and not seg.negated and not any(seg.matches(n) for n in pool)]
+
+
+def _show(seg: Segment) -> str:
+    items = ",".join(f"{'level%d=' % it.level if it.level is not None else ''}"
+                     f"{'not(%s)' % it.template if it.negated else it.template}" for it in seg.items)
+    return f"{seg.op + ':' if seg.op else ''}{seg.executor}{{{items}}}"
+
+
 def _p2p(name: str) -> bool:
     low = name.lower()
     return "send" in low or "recv" in low

@@ -15,9 +15,9 @@ from functools import lru_cache
 
 from ..algo.attrs import check_op, check_topo
 from ..algo.dtypes import HcclDataType, HcclReduceOp, parse_dtype, parse_reduce_op
-from ..algo.names import OP_TYPES, OpExecuteConfig, close_matches
+from ..algo.names import ENGINE_PREFIXES, OP_TYPES, OpExecuteConfig, close_matches
 from ..algo.predicates import DEFAULT_CCL_BUFFER_SIZE, OpCall
-from ..algo.registry import get, registrations
+from ..algo.registry import get, names, registrations
 from ..topo.info import TopoInfo
 from .cascade import DEVICES, ENGINE_KEYS, initial_config, is_rollback_aiv, run_cascade
 from .cost.model import CostResult, engine_priority, run_cost_model
@@ -214,6 +214,12 @@ def _cost(x: Ctx, config: OpExecuteConfig, base: dict, notes: list[str], overrid
     rollback = is_rollback_aiv(x)
     engines = engine_priority(OpExecuteConfig.AIV_ONLY if rollback else config)
     allowed = override.allowed(op, engines) if override is not None else None
+    dead = override.dead_segments(op, engines) if override is not None else []
+    if dead:
+        prefixes = tuple(p for p, e in ENGINE_PREFIXES.items() if e in engines)
+        valid = [n for n in names(op) if n.startswith(prefixes)]
+        raise ValueError(f"PYHCCL_ALGO segment {', '.join(dead)} matches no {op} algorithm on engines "
+                         f"{'/'.join(e.name for e in engines)}; valid: {', '.join(valid)}")
     soft = not (tuner is not None or (override is not None and override.names_op(op)))
     if not soft:
         notes.append("soft policies skipped (a tuner or PYHCCL_ALGO takes over)")
