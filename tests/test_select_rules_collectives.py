@@ -1,7 +1,7 @@
 """AllGather and ReduceScatter rule selectors: branches on both sides of their thresholds (§5.2, §5.3)."""
 
 import pytest
-from select_topos import GiB, KiB, MiB, detour, not_regular, rule, topo
+from select_topos import KiB, MiB, detour, not_regular, rule, topo
 
 M8, M2, TWO, CLOS8 = "1x1x8", "1x1x2", "1x2x8", "1x1x8;level0=clos"
 UBX4, UBX8, MULT8 = "1x1x4;level0=mesh+clos", "1x1x8;level0=mesh+clos", "1x1x8;level0=mesh+clos;mesh_size=4"
@@ -136,4 +136,3 @@ def test_detour_and_960_branches():
     assert rule("ReduceScatter", detour(8), 2 * MiB + 1, "CCU_MS", device="960") == "CcuMSReduceScatterSoleMeshConcur"
     assert rule("ReduceScatter", not_regular(), 1 * KiB, "CCU_MS") == "NOT_MATCH"
     assert rule("AllGather", not_regular(), 1 * KiB, "CCU_SCHED") == "NOT_MATCH"
-    assert GiB

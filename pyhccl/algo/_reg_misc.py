@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from .registry import ALL3, MESH1D, MESH_OR_UBX, TWO_DIE_REGULAR, UBX, register
+from .registry import ALL3, MESH_OR_UBX, TWO_DIE_REGULAR, UBX, register
 
 R = partial(register, declared=False)
 _ONE, _TWO, _CV2 = "TopoMatchOneLevel", "TopoMatchTwoLevel", "TopoMatchConcurrentV2"
@@ -57,4 +57,3 @@ for op in ("Send", "Recv"):
     R(f"Dpu{op}SoleHost", f"InsV2{op}Executor", "NoTopoMatch", [f"L0:InsTemp{op}DpuHost"])
 R("AicpuBatchSendRecvSoleMesh", "InsV2BatchSendRecvExecutor", "NoTopoMatch", [], l0=ALL3, pcie=True)
 R("DpuBatchSendRecvSoleMesh", "InsV2BatchSendRecvExecutor", _ONE, ["L0:InsTempBatchSendRecvDpu"])
-_ = MESH1D

@@ -7,7 +7,9 @@ hccl-selection.md §5.2).
 from __future__ import annotations
 
 from .. import thresholds as th
-from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import (
+    CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate,
+    dpu_sequence_or_pipeline, hit, miss, sched_gate)
 
 OP = "AllGather"
 
@@ -158,14 +160,8 @@ def aicpu(x: Ctx) -> Answer:
 
 def dpu(x: Ctx) -> Answer:
     """``SelectDPUAlgo`` (multi-level only)."""
-    if not x.multi:
-        return miss("single level")
-    if x.l0_1 or x.shape == MESH_1D:
-        return hit("DpuAllGatherSequenceMeshNHR", "L0 == 1 or MESH_1D")
-    if x.shape == UBX:
-        return (hit("DpuAllGatherSequenceMeshNHR", "MESH_1D_CLOS, PCIe") if x.pcie else
-                hit("DpuAllGatherPipeLineMeshNHRNHR", "MESH_1D_CLOS, no PCIe"))
-    return hit("DpuAllGatherSequenceMeshNHR", "other level 0")
+    return dpu_sequence_or_pipeline(x, "DpuAllGatherSequenceMeshNHR", "DpuAllGatherPipeLineMeshNHRNHR",
+                                    x.l0_1, "L0 == 1")
 
 
 RULES = {"CCU_MS": ccu_ms, "CCU_SCHED": ccu_sched, "AIV": aiv, "AICPU": aicpu, "DPU": dpu}

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import HcclDataType
-from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, miss_if, sched_gate
+from .base import (
+    CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aicpu_ubx_tail, aiv_gate,
+    dpu_sequence_or_pipeline, hit, miss, miss_if, sched_gate, sched_ubx)
 
 OP = "AllReduce"
 
@@ -105,18 +107,7 @@ def ccu_sched(x: Ctx) -> Answer:
     if x.shape == MESH_1D:
         return _sched_mesh1d(x, "MESH_1D")
     if x.shape == UBX:
-        if x.pcie:
-            return _sched_mesh1d(x, "UBX PCIe allconn") if x.allconn else miss("UBX PCIe, not allconn")
-        if x.int8:
-            return miss("UBX, int8")
-        if x.equal and R <= th.MAX_RANK_NUM_FOR_CONCURRENT_ALGO:
-            return (hit("CcuSchedAllReduceSoleMesh", "UBX, equal, R <= 4, small") if x.small else
-                    hit("CcuSchedAllReduceConcurMeshNHRMultiLink", "UBX, equal, R <= 4, not small"))
-        if x.multiple and not x.small:
-            return (hit("CcuSchedAllReduceParallelMeshNHRMultiJetty", "UBX, multiple, D < OMNI_UBX_AR_SCHED_DATA_SIZE")
-                    if D < th.OMNI_UBX_AR_SCHED_DATA_SIZE else
-                    hit("CcuSchedAllReducePipeLineMeshNHR", "UBX, multiple, D >= OMNI_UBX_AR_SCHED_DATA_SIZE"))
-        return hit("CcuSchedAllReduceSoleNHRMultiLink", "UBX, not equal/multiple")
+        return sched_ubx(x, _sched_mesh1d, "ParallelMeshNHRMultiJetty", "OMNI_UBX_AR_SCHED_DATA_SIZE")
     if x.pcie:
         return miss("CLOS, PCIe")
     return (hit("CcuSchedAllReduceSoleNHR", "CLOS, D < AR_CCU_CLOS_1D_SMALL_DATA_SIZE")
@@ -207,25 +198,13 @@ def aicpu(x: Ctx) -> Answer:
             return hit("AicpuAllReduceSoleMeshOneShot", "UBX, equal, R <= 4, D <= 8 MiB")
         return (hit("AicpuAllReduceSoleMeshTwoShot", "UBX, equal, R <= 4, special, D > 8 MiB") if x.special else
                 hit("AicpuAllReduceConcurMeshTwoShotNHR", "UBX, equal, R <= 4, D > 8 MiB"))
-    if x.special:
-        return hit("AicpuAllReduceSoleNHRAicpuReduce", "UBX, special")
-    if x.multiple and x.large:
-        return (hit("AicpuAllReducePipeLineMeshNHR", "UBX, multiple, D >= LARGE_COUNT_1024KB, symmetric memory")
-                if x.call.symmetric_memory else
-                hit("AicpuAllReduceParallelMeshNHRMultiJetty", "UBX, multiple, D >= LARGE_COUNT_1024KB"))
-    return hit("AicpuAllReduceSoleNHR", "UBX, otherwise")
+    return aicpu_ubx_tail(x)
 
 
 def dpu(x: Ctx) -> Answer:
     """``SelectDPUAlgo``."""
-    if not x.multi:
-        return miss("single level")
-    if x.topo.device_num_per_module == 1 or x.shape == MESH_1D:
-        return hit("DpuAllReduceSequenceMeshNHR", "deviceNumPerModule == 1 or MESH_1D")
-    if x.shape == UBX:
-        return (hit("DpuAllReduceSequenceMeshNHR", "MESH_1D_CLOS, PCIe") if x.pcie else
-                hit("DpuAllReducePipeLineMeshNHRNHR", "MESH_1D_CLOS, no PCIe"))
-    return hit("DpuAllReduceSequenceMeshNHR", "other level 0")
+    return dpu_sequence_or_pipeline(x, "DpuAllReduceSequenceMeshNHR", "DpuAllReducePipeLineMeshNHRNHR",
+                                    x.topo.device_num_per_module == 1, "deviceNumPerModule == 1")
 
 
 RULES = {"CCU_MS": ccu_ms, "CCU_SCHED": ccu_sched, "AIV": aiv, "AICPU": aicpu, "DPU": dpu}

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import DATATYPE_SIZE
-from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import (
+    CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss,
+    sched_gate)
 
 __all__ = ["ALLTOALL", "ALLTOALLV", "ALLTOALLVC", "pairwise"]
 

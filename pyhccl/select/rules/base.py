@@ -15,7 +15,7 @@ from ...algo.predicates import (OpCall, all_mesh_connected, clos_multiple_of_mes
 from ...topo.info import Level0MeshType, Level0Shape, TopoInfo
 from .. import thresholds as th
 
-__all__ = ["Ctx", "Answer", "hit", "miss", "miss_if", "NOT_MATCH", "aiv_gate", "sched_gate", "MESH_1D", "CLOS", "UBX",
+__all__ = ["Ctx", "Answer", "hit", "miss", "miss_if", "by_size", "sched_ubx", "aicpu_ubx_tail", "dpu_sequence_or_pipeline", "NOT_MATCH", "aiv_gate", "sched_gate", "MESH_1D", "CLOS", "UBX",
            "TWO_DIE_REGULAR", "TWO_DIE_NOT_REGULAR"]
 
 NOT_MATCH = "NOT_MATCH"
@@ -156,6 +156,58 @@ class Ctx:
 
     def dtype_is(self, *dtypes: HcclDataType) -> bool:
         return self.call.dtype in dtypes
+
+
+def by_size(where: str, value: float, limit: str, below: str, above: str) -> Answer:
+    """``below`` when ``value`` < the threshold named ``limit`` (thresholds.py), else ``above``."""
+    if value < getattr(th, limit):
+        return hit(below, f"{where}, D < {limit}")
+    return hit(above, f"{where}, D >= {limit}")
+
+
+def sched_ubx(x: "Ctx", mesh1d, parallel: str, limit: str) -> Answer:
+    """The CCU_SCHED single-level MESH_1D_CLOS ladder AllReduce and ReduceScatter share.
+
+    PCIe: the Mesh1D rule when fully mesh-connected; int8 out; equal and R <= 4: SoleMesh when
+    small, else the concurrent algorithm; multiple and not small: ``parallel`` below ``limit``,
+    else the pipeline; otherwise SoleNHRMultiLink.
+    """
+    p = f"CcuSched{x.call.op}"
+    if x.pcie:
+        return mesh1d(x, "UBX PCIe allconn") if x.allconn else miss("UBX PCIe, not allconn")
+    if x.int8:
+        return miss("UBX, int8")
+    if x.equal and x.R <= th.MAX_RANK_NUM_FOR_CONCURRENT_ALGO:
+        return (hit(f"{p}SoleMesh", "UBX, equal, R <= 4, small") if x.small else
+                hit(f"{p}ConcurMeshNHRMultiLink", "UBX, equal, R <= 4, not small"))
+    if x.multiple and not x.small:
+        return by_size("UBX, multiple", x.D, limit, f"{p}{parallel}", f"{p}PipeLineMeshNHR")
+    return hit(f"{p}SoleNHRMultiLink", "UBX, not equal/multiple")
+
+
+def aicpu_ubx_tail(x: "Ctx") -> Answer:
+    """The end of the AICPU single-level MESH_1D_CLOS branch AllReduce and ReduceScatter share."""
+    p = f"Aicpu{x.call.op}"
+    if x.special:
+        return hit(f"{p}SoleNHRAicpuReduce", "UBX, special")
+    if x.multiple and x.large:
+        return (hit(f"{p}PipeLineMeshNHR", "UBX, multiple, D >= LARGE_COUNT_1024KB, symmetric memory")
+                if x.call.symmetric_memory else
+                hit(f"{p}ParallelMeshNHRMultiJetty", "UBX, multiple, D >= LARGE_COUNT_1024KB"))
+    return hit(f"{p}SoleNHR", "UBX, otherwise")
+
+
+def dpu_sequence_or_pipeline(x: "Ctx", sequence: str, pipeline: str, first: bool, first_why: str) -> Answer:
+    """The DPU selectors of AllReduce, AllGather and ReduceScatter: multi-level only; ``first`` or
+    MESH_1D -> the Sequence algorithm; MESH_1D_CLOS without PCIe -> the PipeLine one."""
+    if not x.multi:
+        return miss("single level")
+    if first or x.shape == Level0Shape.MESH_1D:
+        return hit(sequence, f"{first_why} or MESH_1D")
+    if x.shape == Level0Shape.MESH_1D_CLOS:
+        return (hit(sequence, "MESH_1D_CLOS, PCIe") if x.topo.level0_pcie_mix else
+                hit(pipeline, "MESH_1D_CLOS, no PCIe"))
+    return hit(sequence, "other level 0")
 
 
 def miss_if(**conds: bool) -> Answer | None:

@@ -7,7 +7,7 @@ hccl-selection.md §5.4).
 from __future__ import annotations
 
 from .. import thresholds as th
-from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, by_size, hit, miss, sched_gate
 
 OP = "Broadcast"
 
@@ -63,9 +63,8 @@ def ccu_sched(x: Ctx) -> Answer:
                     hit("CcuSchedBroadcastConcurMeshNHR", "UBX allconn, D >= UBX_BC_CONCURRENT_DATA_SIZE"))
         if x.pcie:
             return miss("UBX, PCIe, not allconn")
-        return (hit("CcuSchedBroadcastParallelMeshNHRMultiJetty", "UBX, D < OMNI2D_UBX_BR_DATA_SIZE")
-                if D < th.OMNI2D_UBX_BR_DATA_SIZE else
-                hit("CcuSchedBroadcastPipeLineMeshNHR", "UBX, D >= OMNI2D_UBX_BR_DATA_SIZE"))
+        return by_size("UBX", D, "OMNI2D_UBX_BR_DATA_SIZE", "CcuSchedBroadcastParallelMeshNHRMultiJetty",
+                       "CcuSchedBroadcastPipeLineMeshNHR")
     return miss("CLOS, PCIe") if x.pcie else hit("CcuSchedBroadcastSoleNHR", "CLOS")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import HcclDataType
-from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, hit, miss, miss_if, sched_gate
+from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, by_size, hit, miss, miss_if, sched_gate
 
 OP = "Reduce"
 
@@ -79,9 +79,8 @@ def ccu_sched(x: Ctx) -> Answer:
             return miss("UBX, PCIe, not allconn")
         if x.int8:
             return miss("UBX, int8")
-        return (hit("CcuSchedReduceParallelMeshNHRMultiJetty", "UBX, D < OMNI2D_UBX_REDUCE_DATA_SIZE")
-                if D < th.OMNI2D_UBX_REDUCE_DATA_SIZE else
-                hit("CcuSchedReducePipeLineMeshNHR", "UBX, D >= OMNI2D_UBX_REDUCE_DATA_SIZE"))
+        return by_size("UBX", D, "OMNI2D_UBX_REDUCE_DATA_SIZE", "CcuSchedReduceParallelMeshNHRMultiJetty",
+                       "CcuSchedReducePipeLineMeshNHR")
     return miss("CLOS, PCIe") if x.pcie else hit("CcuSchedReduceSoleNHR", "CLOS")
 
 

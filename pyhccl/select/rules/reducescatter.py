@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from .. import thresholds as th
 from ...algo.dtypes import HcclDataType
-from .base import CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aiv_gate, hit, miss, miss_if, sched_gate
+from .base import (
+    CLOS, MESH_1D, TWO_DIE_NOT_REGULAR, TWO_DIE_REGULAR, UBX, Ctx, Answer, aicpu_ubx_tail, aiv_gate,
+    dpu_sequence_or_pipeline, hit, miss, miss_if, sched_gate, sched_ubx)
 
 OP = "ReduceScatter"
 
@@ -102,18 +104,7 @@ def ccu_sched(x: Ctx) -> Answer:
     if x.shape == MESH_1D:
         return _sched_mesh1d(x, "MESH_1D")
     if x.shape == UBX:
-        if x.pcie:
-            return _sched_mesh1d(x, "UBX PCIe allconn") if x.allconn else miss("UBX PCIe, not allconn")
-        if x.int8:
-            return miss("UBX, int8")
-        if x.equal and R <= th.MAX_RANK_NUM_FOR_CONCURRENT_ALGO:
-            return (hit("CcuSchedReduceScatterSoleMesh", "UBX, equal, R <= 4, small") if x.small else
-                    hit("CcuSchedReduceScatterConcurMeshNHRMultiLink", "UBX, equal, R <= 4, not small"))
-        if x.multiple and not x.small:
-            return (hit("CcuSchedReduceScatterParallelMeshNHRMultiLink", "UBX, multiple, D < OMNI_UBX_RS_SCHED_DATA_SIZE")
-                    if D < th.OMNI_UBX_RS_SCHED_DATA_SIZE else
-                    hit("CcuSchedReduceScatterPipeLineMeshNHR", "UBX, multiple, D >= OMNI_UBX_RS_SCHED_DATA_SIZE"))
-        return hit("CcuSchedReduceScatterSoleNHRMultiLink", "UBX, not equal/multiple")
+        return sched_ubx(x, _sched_mesh1d, "ParallelMeshNHRMultiLink", "OMNI_UBX_RS_SCHED_DATA_SIZE")
     return miss("CLOS, PCIe") if x.pcie else hit("CcuSchedReduceScatterSoleNHR", "CLOS")
 
 
@@ -194,25 +185,13 @@ def aicpu(x: Ctx) -> Answer:
         if D * (th.RS_1D_TWO_LEVEL_RATIO_BASE / R) ** 2 > th.RS_AICPU_1D_MAX_DATA_SIZE:
             return hit("AicpuReduceScatterSoleMeshChunk", "UBX allconn, D x (8/R)^2 > RS_AICPU_1D_MAX_DATA_SIZE")
         return hit("AicpuReduceScatterSoleMesh", "UBX allconn, small")
-    if x.special:
-        return hit("AicpuReduceScatterSoleNHRAicpuReduce", "UBX, special")
-    if x.multiple and x.large:
-        return (hit("AicpuReduceScatterPipeLineMeshNHR", "UBX, multiple, D >= 1 MiB, symmetric memory")
-                if x.call.symmetric_memory else
-                hit("AicpuReduceScatterParallelMeshNHRMultiJetty", "UBX, multiple, D >= LARGE_COUNT_1024KB"))
-    return hit("AicpuReduceScatterSoleNHR", "UBX, otherwise")
+    return aicpu_ubx_tail(x)
 
 
 def dpu(x: Ctx) -> Answer:
     """``SelectDPUAlgo`` (multi-level only)."""
-    if not x.multi:
-        return miss("single level")
-    if x.l0_1 or x.shape == MESH_1D:
-        return hit("DpuReduceScatterSequenceMeshMesh", "L0 == 1 or MESH_1D")
-    if x.shape == UBX:
-        return (hit("DpuReduceScatterSequenceMeshMesh", "MESH_1D_CLOS, PCIe") if x.pcie else
-                hit("DpuReduceScatterPipeLineMeshNHRMesh", "MESH_1D_CLOS, no PCIe"))
-    return hit("DpuReduceScatterSequenceMeshMesh", "other level 0")
+    return dpu_sequence_or_pipeline(x, "DpuReduceScatterSequenceMeshMesh", "DpuReduceScatterPipeLineMeshNHRMesh",
+                                    x.l0_1, "L0 == 1")
 
 
 RULES = {"CCU_MS": ccu_ms, "CCU_SCHED": ccu_sched, "AIV": aiv, "AICPU": aicpu, "DPU": dpu}

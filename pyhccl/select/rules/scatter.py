@@ -7,7 +7,7 @@ hccl-selection.md §5.7).
 from __future__ import annotations
 
 from .. import thresholds as th
-from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, hit, miss, sched_gate
+from .base import CLOS, MESH_1D, UBX, Ctx, Answer, aiv_gate, by_size, hit, miss, sched_gate
 
 OP = "Scatter"
 
@@ -46,9 +46,8 @@ def ccu_sched(x: Ctx) -> Answer:
                     hit("CcuSchedScatterConcurMeshNHR", "UBX allconn, D x R >= UBX_SC_CONCURRENT_DATA_SIZE"))
         if x.pcie:
             return miss("UBX, PCIe, not allconn")
-        return (hit("CcuSchedScatterParallelMeshNHRMultiJetty", "UBX, D x R < OMNI2D_UBX_SC_DATA_SIZE")
-                if T < th.OMNI2D_UBX_SC_DATA_SIZE else
-                hit("CcuSchedScatterPipeLineMeshNHR", "UBX, D x R >= OMNI2D_UBX_SC_DATA_SIZE"))
+        return by_size("UBX (D x R)", T, "OMNI2D_UBX_SC_DATA_SIZE", "CcuSchedScatterParallelMeshNHRMultiJetty",
+                       "CcuSchedScatterPipeLineMeshNHR")
     return miss("CLOS, PCIe") if x.pcie else hit("CcuSchedScatterSoleNHR", "CLOS")
 
 
