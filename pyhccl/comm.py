@@ -15,29 +15,19 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from .ops import as_array, reduce_ufunc
-from .plan.build import build_allreduce, resolve_algo
+from .ops import as_array, reduce_op_name, reduce_ufunc
+from .plan.build import ALLREDUCE_ALGOS, build_allreduce, resolve_algo
+from .plan.hccl import build_hccl_allreduce
+from .select import Selection, parse_override, select_for
 from .run.mpi import CompiledPlan, compile_plan, ub_transfer_bytes
 from .run.pool import ScratchPool
 from .topo import comm_topology
 
-__all__ = ["Communicator", "default_allreduce_algo"]
+__all__ = ["Communicator"]
 
 log = logging.getLogger("pyhccl")
 
-#: Up to this many bytes the one-shot mesh wins on shared-memory MPI here (benchmarks/results/).
-ONE_SHOT_MAX_BYTES = 16 * 1024
-
 _PLAN_CACHE_SIZE = 64
-
-
-def default_allreduce_algo(nbytes: int, nranks: int) -> str:
-    """The size rule used until the selector lands: one-shot mesh for small data, two-shot above.
-
-    Measured, not HCCL's rule (HCCL's AICPU mesh selector switches at 8 MiB): on shared-memory
-    MPI the two-shot mesh moves contiguous slices and beats NHR's strided ones.
-    """
-    return "MeshOneShot" if nbytes <= ONE_SHOT_MAX_BYTES else "MeshTwoShot"
 
 
 class Communicator:
@@ -45,14 +35,18 @@ class Communicator:
 
     Args:
         comm: the mpi4py intracommunicator to wrap (default ``MPI.COMM_WORLD``).
-        algo: AllReduce algorithm for every call (short or HCCL name); default
-            ``PYHCCL_ALGO``, else a size rule.
+        algo: force an algorithm: one of pyhccl's templates (``MeshOneShot``, ``NHR``, ``Ring``,
+            ``RHD``, ...; used as it is), or anything ``PYHCCL_ALGO`` accepts (an HCCL name or
+            HCCL_ALGO's grammars; checked against the algorithm's declared attributes by the
+            selector). Default ``PYHCCL_ALGO``, else HCCL's selection.
         ub_transfer_bytes: largest message; default ``PYHCCL_UB_TRANSFER_BYTES``, else 512 KiB.
         topo: the machine to emulate (a spec such as ``"1x2x4"``, see :mod:`pyhccl.topo`);
             default ``PYHCCL_TOPO``, else ``PYHCCL_RANK_TABLE``, else detected from MPI.
 
     Attributes:
         topology: this rank's place in the machine and HCCL's TopoInfo, computed once here.
+        last_selection: the :class:`pyhccl.select.Selection` behind the last AllReduce (None
+            when a pyhccl template was forced); ``print(comm.last_selection)`` explains it.
         fallbacks: calls handed to the wrapped communicator because pyhccl cannot run them
             (derived datatypes, user-defined ops, unsupported dtypes, non-contiguous buffers).
     """
@@ -64,14 +58,15 @@ class Communicator:
             comm = comm.comm
         if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
             raise TypeError(f"expecting an mpi4py intracommunicator, got {type(comm).__name__}")
-        algo = os.environ.get("PYHCCL_ALGO") or None if algo is None else algo
-        self._algo = resolve_algo(algo) if algo else None
+        algo = (os.environ.get("PYHCCL_ALGO") or None) if algo is None else algo
+        self._algo, self._override = _split_algo(algo)
         self._ub = _ub(ub_transfer_bytes)
         self._comm = comm
         self._pcomm = comm.Dup()
         self._topo = topo
         self.topology = comm_topology(self._pcomm, topo)
-        self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
+        self._plans: OrderedDict[tuple, tuple[CompiledPlan, Selection | None]] = OrderedDict()
+        self.last_selection: Selection | None = None
         self._pool = ScratchPool()
         self.fallbacks = 0
 
@@ -83,8 +78,8 @@ class Communicator:
 
     @property
     def algo(self) -> str | None:
-        """The AllReduce algorithm forced for every call, or None for the size rule."""
-        return self._algo
+        """The forced algorithm (a pyhccl template or PYHCCL_ALGO text), or None for HCCL's selection."""
+        return self._algo or self._override
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._comm, name)
@@ -95,7 +90,7 @@ class Communicator:
     def Dup(self, info: MPI.Info | None = None) -> Communicator:
         """Duplicate: a pyhccl communicator over a duplicate of the wrapped one."""
         dup = self._comm.Dup() if info is None else self._comm.Dup(info)
-        return Communicator(dup, algo=self._algo, ub_transfer_bytes=self._ub, topo=self._topo)
+        return Communicator(dup, algo=self.algo or "", ub_transfer_bytes=self._ub, topo=self._topo)
 
     def Free(self) -> None:
         """Free the private duplicate, then the wrapped communicator."""
@@ -117,17 +112,60 @@ class Communicator:
         log.debug("pyhccl: %s goes to the wrapped communicator: %s", method, reason)
         getattr(self._comm, method)(*args)
 
-    def _compiled(self, algo: str, count: int, in_place: bool, itemsize: int) -> CompiledPlan:
-        key = (algo, count, in_place, itemsize)
+    def _compiled(self, count: int, dtype: np.dtype, in_place: bool, op: MPI.Op) -> CompiledPlan:
+        """The AllReduce plan for this call shape: selected and built once, then cached."""
+        key = (count, dtype.str, in_place, op.py2f())
         hit = self._plans.get(key)
         if hit is None:
-            plan = build_allreduce(algo, self._comm.Get_rank(), self._comm.Get_size(), count, in_place)
-            hit = self._plans[key] = compile_plan(plan, itemsize, self._ub)
+            hit = self._plans[key] = self._plan_allreduce(count, dtype, in_place, op)
             if len(self._plans) > _PLAN_CACHE_SIZE:
                 self._plans.popitem(last=False)
         else:
             self._plans.move_to_end(key)
-        return hit
+        self.last_selection = hit[1]
+        return hit[0]
+
+    def _plan_allreduce(self, count: int, dtype: np.dtype, in_place: bool,
+                        op: MPI.Op) -> tuple[CompiledPlan, Selection | None]:
+        rank, size = self._comm.Get_rank(), self._comm.Get_size()
+        if self._algo:
+            plan = build_allreduce(self._algo, rank, size, count, in_place)
+            return compile_plan(plan, dtype.itemsize, self._ub), None
+        sel, error = None, ""
+        try:
+            sel = select_for("AllReduce", self.topology.info, count * dtype.itemsize, dtype,
+                             reduce_op_name(op), inplace=in_place, algo=self._override or "")
+            reg = sel.registration
+            layout = self.topology.layout
+            plan = build_hccl_allreduce(sel.algorithm, reg.executor, reg.levels, rank,
+                                        layout.algo_groups(rank, len(reg.levels)), count, in_place,
+                                        uniform=layout.uniform)
+        except (ValueError, NotImplementedError) as e:
+            error = f"{type(e).__name__}: {e}"
+        # every rank must run the same algorithm: agree once per call shape, fail together
+        outcome = self._pcomm.allgather(error or sel.algorithm)
+        if len(set(outcome)) > 1 or error:
+            detail = error or "; ".join(f"rank {r}: {o}" for r, o in enumerate(outcome) if o != outcome[0])
+            raise RuntimeError(f"AllReduce of {count} x {dtype} cannot run: {detail}")
+        log.debug("pyhccl: AllReduce %d x %s -> %s", count, dtype, sel.algorithm)
+        return compile_plan(plan, dtype.itemsize, self._ub), sel
+
+
+def _split_algo(algo: str | None) -> tuple[str | None, str | None]:
+    """``(pyhccl template, None)`` for a template name, ``(None, override)`` for PYHCCL_ALGO text.
+
+    pyhccl's template names win over HCCL_ALGO's bare template tokens ("NHR" runs the NHR
+    template on all ranks); write ``allreduce:nhr`` for HCCL's meaning.
+    """
+    if not algo:
+        return None, None
+    if algo.lower() in {a.lower() for a in ALLREDUCE_ALGOS}:
+        return resolve_algo(algo), None
+    try:
+        parse_override(algo)
+    except ValueError as e:
+        raise ValueError(f"{e}; or one of pyhccl's templates: {', '.join(ALLREDUCE_ALGOS)}") from None
+    return None, algo
 
 
 def _ub(value: int | None) -> int:
@@ -157,8 +195,7 @@ def _allreduce(c: Communicator, sendbuf: Any, recvbuf: Any, op: MPI.Op) -> None:
         raise ValueError("sendbuf and recvbuf overlap; pass MPI.IN_PLACE as sendbuf to reduce in place")
     if count == 0:
         return None
-    algo = c._algo or default_allreduce_algo(count * src.itemsize, c._comm.Get_size())
-    plan = c._compiled(algo, count, in_place, src.itemsize)
+    plan = c._compiled(count, src.dtype, in_place, op)
     plan.run(c._pcomm, (src, dst, c._pool.get(src.dtype, plan.scratch_count)), ufunc)
     if rb.device is not None:
         rb.device.ravel(order="A")[:count].set(dst) if hasattr(rb.device, "set") else None

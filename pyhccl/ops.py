@@ -34,6 +34,7 @@ SUPPORTED_OPS: dict[str, Callable] = {"SUM": np.add, "PROD": np.multiply, "MAX":
 
 # mpi4py handles are not hashable: key them by their Fortran handle.
 _UFUNC_BY_HANDLE = {getattr(MPI, name).py2f(): uf for name, uf in SUPPORTED_OPS.items()}
+_NAME_BY_HANDLE = {getattr(MPI, name).py2f(): name.lower() for name in SUPPORTED_OPS}
 _NOT_NUMERIC = {d.py2f() for d in (MPI.BYTE, MPI.PACKED, MPI.CHAR, MPI.C_BOOL, MPI.WCHAR)}
 _SUPPORTED = set(SUPPORTED_DTYPES.values())
 
@@ -58,6 +59,11 @@ def dtype_by_name(name: str) -> np.dtype:
     if key not in SUPPORTED_DTYPES:
         raise ValueError(f"unknown or unsupported dtype {name!r}; valid: {', '.join(SUPPORTED_DTYPES)}")
     return SUPPORTED_DTYPES[key]
+
+
+def reduce_op_name(op: MPI.Op) -> str:
+    """``"sum"``, ``"prod"``, ``"max"`` or ``"min"`` for a supported op (HCCL's reduce op names)."""
+    return _NAME_BY_HANDLE[op.py2f()]
 
 
 def reduce_ufunc(op: MPI.Op) -> Callable | None:

@@ -24,12 +24,28 @@ class DLPackOnly:
 def test_algo_from_argument_env_and_rule(monkeypatch):
     monkeypatch.delenv("PYHCCL_ALGO", raising=False)
     assert pyhccl.Communicator(MPI.COMM_SELF).algo is None
-    assert pyhccl.Communicator(MPI.COMM_SELF, algo="AicpuAllReduceSoleNHR").algo == "NHR"
+    assert pyhccl.Communicator(MPI.COMM_SELF, algo="AicpuAllReduceSoleNHR").algo == "AicpuAllReduceSoleNHR"
     monkeypatch.setenv("PYHCCL_ALGO", "ring")
     assert pyhccl.Communicator(MPI.COMM_SELF).algo == "Ring"
     monkeypatch.setenv("PYHCCL_ALGO", "Rign")
-    with pytest.raises(ValueError, match="unknown algorithm 'Rign' \\(did you mean Ring"):
+    with pytest.raises(ValueError, match="unknown template 'Rign' in PYHCCL_ALGO.*or one of pyhccl's templates: "
+                                         "MeshOneShot"):
         pyhccl.Communicator(MPI.COMM_SELF)
+
+
+def test_selection_runs_and_explains():
+    c = pyhccl.Communicator(MPI.COMM_SELF, topo="1x1x1")
+    out = np.zeros(4, np.float32)
+    c.Allreduce(np.ones(4, np.float32), out)
+    sel = c.last_selection
+    assert np.array_equal(out, np.ones(4)) and sel is not None and sel.algorithm != "NOT_MATCH"
+    assert "winner:" in str(sel)
+    forced = pyhccl.Communicator(MPI.COMM_SELF, algo="AicpuAllReduceSoleNHR")
+    forced.Allreduce(np.ones(4, np.float32), out)
+    assert forced.last_selection.algorithm == "AicpuAllReduceSoleNHR"
+    plain = pyhccl.Communicator(MPI.COMM_SELF, algo="NHR")
+    plain.Allreduce(np.ones(4, np.float32), out)
+    assert plain.last_selection is None
 
 
 def test_ub_bytes_from_env(monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 
 from pyhccl.launch import launch_env, mpiexec_command
 from pyhccl.ops import SUPPORTED_DTYPES
+from pyhccl.plan import ALLREDUCE_ALGOS
 
 HERE = Path(__file__).parent
 TIMEOUT = 600
@@ -39,7 +40,7 @@ def test_bench_allreduce_every_dtype_op_algo():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
     assert "# Out of bounds values : 0 OK" in out.stdout
     rows = [l for l in out.stdout.splitlines() if l and not l.startswith("#")]
-    assert len(rows) == 2 * 4 * len(SUPPORTED_DTYPES) * 6      # sizes (8, 512) x ops x dtypes x algos
+    assert len(rows) == 2 * 4 * len(SUPPORTED_DTYPES) * (len(ALLREDUCE_ALGOS) + 1)   # sizes x ops x dtypes x (auto + all)
 
 
 def test_bench_usage_error_exits_2_and_prints_once():

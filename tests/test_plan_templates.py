@@ -27,7 +27,8 @@ def _sim_allreduce(algo, n, c, in_place=False):
 
 @pytest.mark.parametrize("algo", ALLREDUCE_ALGOS)
 def test_allreduce_simulates(algo):
-    for n in RANKS:
+    # MeshChunk has N-1 rounds of N-1 chunks per rank (N^3 actions): HCCL picks it for few ranks
+    for n in RANKS if algo != "MeshChunkTwoShot" else range(1, 25):
         for c in counts(n):
             _sim_allreduce(algo, n, c)
         _sim_allreduce(algo, n, 2 * n + 1, in_place=True)

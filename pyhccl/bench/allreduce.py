@@ -8,7 +8,7 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from ..comm import Communicator, default_allreduce_algo
+from ..comm import Communicator
 from ..opspec import get_opspec
 from ..plan.build import ALLREDUCE_ALGOS, resolve_algo
 from .driver import BenchArgs, Row, UsageError, fill, parse_args, sizes, time_call
@@ -18,7 +18,7 @@ __all__ = ["run"]
 _MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
-ALGO_HELP = (f"algorithms, comma-separated: auto (the default rule), all (every template), or any of "
+ALGO_HELP = (f"algorithms, comma-separated: auto (HCCL's selection), all (every template), or any of "
              f"{', '.join(ALLREDUCE_ALGOS)} (HCCL names accepted); default auto")
 
 
@@ -45,6 +45,7 @@ def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchAr
                 for algo, pc in comms.items():
                     fill(send, args.seed, rank, redop)
                     t = time_call(comm, lambda: pc.Allreduce(send, recv, mop), args.iters, args.warmup)
+                    name = algo or f"auto:{pc.last_selection.algorithm if pc.last_selection else '-'}"
                     ip = recv.copy()
                     t_ip = time_call(comm, lambda: pc.Allreduce(MPI.IN_PLACE, ip, mop), args.iters, args.warmup)
                     wrong = ip_wrong = 0
@@ -56,7 +57,6 @@ def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchAr
                         pc.Allreduce(MPI.IN_PLACE, ip, mop)
                         wrong = comm.allreduce(int(np.count_nonzero(recv != expected)), op=MPI.SUM)
                         ip_wrong = comm.allreduce(int(np.count_nonzero(ip != expected)), op=MPI.SUM)
-                    name = algo or f"auto:{default_allreduce_algo(size, n)}"
                     bw = spec.busbw_factor(n)
                     rows.append(Row(size, count, dname, redop, -1,
                                     t * 1e6, _gbs(size, t), _gbs(size, t) * bw, wrong,

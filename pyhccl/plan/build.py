@@ -13,8 +13,9 @@ from typing import Callable
 
 from .ir import Buf, Plan, Region, Step, copy
 from .slices import Slices
-from .templates import (all_gather_mesh, all_gather_nhr, all_gather_ring, allreduce_mesh_one_shot,
-                        allreduce_mesh_two_shot, allreduce_nhr, allreduce_rhd, allreduce_ring,
+from .templates import (all_gather_mesh, all_gather_nhr, all_gather_ring, allreduce_mesh_chunk,
+                        allreduce_mesh_one_shot, allreduce_mesh_two_shot, allreduce_nhr, allreduce_nhr_aicpu_reduce, allreduce_rhd,
+                        allreduce_ring,
                         reduce_scatter_mesh, reduce_scatter_nhr, reduce_scatter_ring)
 
 __all__ = ["ALLREDUCE_ALGOS", "HCCL_NAMES", "resolve_algo", "build_allreduce",
@@ -24,7 +25,9 @@ __all__ = ["ALLREDUCE_ALGOS", "HCCL_NAMES", "resolve_algo", "build_allreduce",
 ALLREDUCE_ALGOS: dict[str, Callable[..., list[Step]]] = {
     "MeshOneShot": allreduce_mesh_one_shot,
     "MeshTwoShot": allreduce_mesh_two_shot,
+    "MeshChunkTwoShot": allreduce_mesh_chunk,
     "NHR": allreduce_nhr,
+    "NHRAicpuReduce": allreduce_nhr_aicpu_reduce,
     "Ring": allreduce_ring,
     "RHD": allreduce_rhd,
 }
@@ -34,7 +37,9 @@ ALLREDUCE_ALGOS: dict[str, Callable[..., list[Step]]] = {
 HCCL_NAMES = {
     "AicpuAllReduceSoleMeshOneShot": "MeshOneShot",
     "AicpuAllReduceSoleMeshTwoShot": "MeshTwoShot",
+    "AicpuAllReduceSoleMeshChunkTwoShot": "MeshChunkTwoShot",
     "AicpuAllReduceSoleNHR": "NHR",
+    "AicpuAllReduceSoleNHRAicpuReduce": "NHRAicpuReduce",
 }
 
 _RS_TEMPLATES = {"Mesh": reduce_scatter_mesh, "NHR": reduce_scatter_nhr, "Ring": reduce_scatter_ring}

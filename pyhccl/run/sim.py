@@ -179,10 +179,11 @@ class _Sim:
         nscr = max((p.scratch_count() for p in plans), default=0)
         bounds = self._bounds()
         self.pairs: dict[tuple[Region, Region], tuple] = {}    # aligned atoms, valid until a split
+        self.splits = 0
         self.bufs = {
-            Buf.INPUT: _Buffer("in", nin, n, bounds[Buf.INPUT], self.pairs.clear),
-            Buf.OUTPUT: _Buffer("out", nout, n, bounds[Buf.OUTPUT], self.pairs.clear),
-            Buf.SCRATCH: _Buffer("scr", nscr, n, bounds[Buf.SCRATCH], self.pairs.clear),
+            Buf.INPUT: _Buffer("in", nin, n, bounds[Buf.INPUT], self.on_split),
+            Buf.OUTPUT: _Buffer("out", nout, n, bounds[Buf.OUTPUT], self.on_split),
+            Buf.SCRATCH: _Buffer("scr", nscr, n, bounds[Buf.SCRATCH], self.on_split),
         }
         first = self.bufs[Buf.OUTPUT if in_place else Buf.INPUT]
         first.split(np.array([nin]))
@@ -230,6 +231,11 @@ class _Sim:
             starts = phase + stride * idx
             out[buf] += [starts, starts + count]
         return {b: np.unique(np.concatenate(v)) for b, v in out.items()}
+
+    def on_split(self) -> None:
+        """Atoms were renumbered: every cached alignment is stale."""
+        self.pairs.clear()
+        self.splits += 1
 
     # -- errors -------------------------------------------------------------------------
     def fail(self, rank: int, what: str) -> SimulationError:
@@ -303,16 +309,19 @@ class _Sim:
                                 f"rank {src} sends [{', '.join(map(str, s))}] to rank {dst}, which receives "
                                 f"[{', '.join(map(str, r))}] from it in this step; sends and receives must "
                                 f"match in number, order and size")
+        todo = [(src, rs, dst, rd) for (src, dst), regs in sends.items()
+                for rs, rd in zip(regs, recvs[(src, dst)]) if rs.size]
+        while True:                    # align every move first: a split renumbers atoms
+            before = self.splits
+            aligned = [self.pair(src, rs, dst, rd) for src, rs, dst, rd in todo]
+            if self.splits == before:
+                break
         moves = []
-        for (src, dst), regs in sends.items():
-            for rs, rd in zip(regs, recvs[(src, dst)]):
-                if not rs.size:
-                    continue
-                bs, ia, bd, ib = self.pair(src, rs, dst, rd)
-                v = bs.read(src, ia)
-                self.check_init(src, v, rs)
-                moves.append((v, bd, ib, dst, rd))
-                bs.reader[src, ia] = t
+        for (src, rs, dst, rd), (bs, ia, bd, ib) in zip(todo, aligned):
+            v = bs.read(src, ia)
+            self.check_init(src, v, rs)
+            moves.append((v, bd, ib, dst, rd))
+            bs.reader[src, ia] = t
         for val, bd, ib, dst, rd in moves:
             if (bd.writer[dst, ib] == t).any():
                 raise self.fail(dst, f"receives into {rd}, which another receive of this step also writes")

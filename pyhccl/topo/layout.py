@@ -79,6 +79,27 @@ class Layout:
             raise ValueError(f"expecting rank in range({self.nranks}), got {rank}")
         return tuple(next(g for g in level if rank in g) for level in self.levels)
 
+    @cached_property
+    def uniform(self) -> bool:
+        """Whether all groups of each level have one size (a symmetric machine)."""
+        return all(len({len(g) for g in level}) == 1 for level in self.levels)
+
+    def algo_groups(self, rank: int, nlevels: int) -> tuple[tuple[int, ...], ...]:
+        """``rank``'s group at each level of an algorithm with ``nlevels`` levels.
+
+        One level: all ranks (TopoMatchOneLevel takes the lowest level covering every rank).
+        Two: the server, then the ranks at the same device index in every server, so that the top
+        level covers all ranks (TopoMatchTwoLevel, hccl-selection.md §3.11). Three: the server,
+        the same device index in the super pod, the same server and device index in other pods.
+        """
+        if nlevels == 1:
+            return (tuple(range(self.nranks)),)
+        g0, g1, g2 = self.groups_of(rank)
+        if nlevels == 2:
+            dev = self.coords[rank].device
+            return g0, tuple(r for r, c in enumerate(self.coords) if c.device == dev)
+        return g0, g1, g2
+
     def restrict(self, members: list[int]) -> list[list[list[int]]] | None:
         """The layout a communicator of ``members`` (ranks of this layout, in its rank order) sees.
 

@@ -161,7 +161,7 @@ class BaseAllreduce:
         ro.flags.writeable = False
         with pytest.raises(ValueError, match="expecting a writable recvbuf"):
             comm.Allreduce(np.zeros(8), ro)
-        with pytest.raises(ValueError, match="unknown algorithm 'NHRR' .*did you mean NHR"):
+        with pytest.raises(ValueError, match="unknown template 'NHRR' in PYHCCL_ALGO 'NHRR'; did you mean nhr"):
             pyhccl.Communicator(self.COMM, algo="NHRR")
         with pytest.raises(ValueError, match="expecting ub_transfer_bytes to be a positive"):
             pyhccl.Communicator(self.COMM, ub_transfer_bytes=0)

@@ -16,6 +16,7 @@ __all__ = [
     "all_gather_mesh",
     "allreduce_mesh_one_shot",
     "allreduce_mesh_two_shot",
+    "allreduce_mesh_chunk",
 ]
 
 
@@ -108,3 +109,46 @@ def allreduce_mesh_two_shot(group: tuple[int, ...], pos: int, data: Region, *,
     slices = Slices.ceil(data.offset, data.count, len(group))
     return (reduce_scatter_mesh(group, pos, slices, buf=data.buf, scratch=scratch, rank_order=True)
             + all_gather_mesh(group, pos, slices, buf=data.buf))
+
+
+def allreduce_mesh_chunk(group: tuple[int, ...], pos: int, data: Region, *, scratch: int = 0) -> list[Step]:
+    """Mesh AllReduce two-shot "MeshChunk" in place on ``data``: N-1 chunked RS rounds, one AG round.
+
+    HCCL ins_temp_all_reduce_mesh_1D_two_shot_mesh_chunk.cc: "ceil" slices; slice j cut into N-1
+    chunks (the first ``cnt mod (N-1)`` one element longer). Round s = 0..N-2, chunk q = 0..N-2:
+    m = s+q+1, plus one when m >= N; chunk q of slice (pos-m) goes to rank pos-m, chunk q of my
+    slice comes from pos+m and is reduced into it. Every round touches all N-1 peers once.
+    Then a mesh AllGather of the reduced slices. Scratch: a mirror of my slice.
+    """
+    n = len(group)
+    if n == 1 or data.count == 0:
+        return []
+    slices = Slices.ceil(data.offset, data.count, n)
+    mine = slices.region(data.buf, pos)
+    steps = []
+    for s in range(n - 1):
+        xfer, local = [], []
+        for q in range(n - 1):
+            m = s + q + 1
+            m += m >= n
+            to, frm = (pos - m) % n, (pos + m) % n
+            tx = _chunk(slices, data.buf, to, q, n - 1)
+            if tx is not None:
+                xfer.append(send(group[to], tx))
+            rx = _chunk(slices, data.buf, pos, q, n - 1)
+            if rx is not None:
+                scr = rx.moved(Buf.SCRATCH, scratch - mine.offset)
+                xfer.append(recv(group[frm], scr))
+                local.append(reduce(rx, scr))
+        steps.append(Step(tuple(xfer), tuple(local)))
+    return steps + all_gather_mesh(group, pos, slices, buf=data.buf)
+
+
+def _chunk(slices: Slices, buf: Buf, j: int, q: int, k: int) -> Region | None:
+    """Chunk ``q`` of ``k`` of slice ``j``: the first ``count mod k`` chunks hold one more element."""
+    r = slices.region(buf, j)
+    if r is None:
+        return None
+    base, extra = divmod(r.count, k)
+    c = base + (q < extra)
+    return Region(buf, r.offset + q * base + min(q, extra), c) if c else None

@@ -9,11 +9,11 @@ byte, the modular peer and slice formulas absorb them.
 
 from __future__ import annotations
 
-from ..ir import Buf, Region, Step, reduce
+from ..ir import Buf, Region, Step, copy, reduce
 from ..slices import Slices
-from ._common import exchange
+from ._common import exchange, reduce_in_rank_order, scratch_slot
 
-__all__ = ["nhr_step_count", "reduce_scatter_nhr", "all_gather_nhr", "allreduce_nhr"]
+__all__ = ["nhr_step_count", "reduce_scatter_nhr", "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce"]
 
 
 def nhr_step_count(n: int) -> int:
@@ -74,6 +74,24 @@ def allreduce_nhr(group: tuple[int, ...], pos: int, data: Region, *, scratch: in
     slices = Slices.floor_tail(data.offset, data.count, len(group))
     return (reduce_scatter_nhr(group, pos, slices, buf=data.buf, scratch=scratch)
             + all_gather_nhr(group, pos, slices, buf=data.buf))
+
+
+def allreduce_nhr_aicpu_reduce(group: tuple[int, ...], pos: int, data: Region, *, scratch: int = 0) -> list[Step]:
+    """NHR AllReduce with a CPU-side reduce (64-bit types and PROD): gather whole vectors, reduce locally.
+
+    HCCL ins_temp_all_reduce_aicpu_reduce_nhr.cc: an NHR AllGather of the whole input vectors
+    (slot j = rank j's input, scratch multiple N), then ``out = x_r; out ⊕= slot t`` for t != r.
+    pyhccl reduces in rank order instead, so that every rank ends bitwise identical.
+    """
+    n = len(group)
+    if n == 1 or data.count == 0:
+        return []
+    c = data.count
+    slots = [scratch_slot(scratch, t, c, c) for t in range(n)]
+    steps = [Step(local=(copy(slots[pos], data),))]
+    steps += all_gather_nhr(group, pos, Slices(scratch, n, c, n, 0), buf=Buf.SCRATCH)
+    steps.append(Step(local=tuple(reduce_in_rank_order(data, slots, pos))))
+    return steps
 
 
 def _regions(slices: Slices, buf: Buf, first: int, step: int, k: int, n: int) -> list[Region]:
