@@ -7,8 +7,8 @@ One invocation from the repository root runs everything::
 
 The top-level process does not use MPI. For each rank count N it launches
 ``mpiexec -n N <python> benchmarks/compare_allreduce.py --worker ...``; every worker calls
-:func:`pyhccl.bench.allreduce.run` once per message size, first with ``--algo auto`` (the default
-size rule) and then with ``--algo all`` (each template), and rank 0 writes the rows as JSON. The
+:func:`pyhccl.bench.allreduce.run` once per message size with ``--algo auto,all`` (HCCL's
+selection, the default, and each template), and rank 0 writes the rows as JSON. The
 parent then prints one combined table (N, size, algo, pyhccl and native bus bandwidth, the ratio
 native time / pyhccl time, #wrong), the geometric mean of the ratios per (N, algo) and the total
 number of wrong values, and writes the table and the JSON rows to ``benchmarks/results/``.
@@ -318,9 +318,9 @@ def format_report(rows: list[dict[str, Any]], meta: dict[str, Any], problems: li
         f"{units.format_size(meta['big_from'])}, {meta['big_iters']}/{meta['big_warmup']} from there on",
         "# time = slowest rank's mean, out-of-place; busbw in GB/s (nccl-tests' bus bandwidth);",
         "# ratio = native MPI time / pyhccl time (>1: pyhccl faster); #wrong = out-of-place + in-place wrong values",
-        "# auto:X = the default size rule, which chose template X",
+        "# auto:X = HCCL's selection (the default), which chose algorithm X",
         "",
-        f"{'N':>3} {'size':>9} {'algo':<18} {'time(us)':>11} {'busbw':>8} {'nat.time':>11} {'nat.busbw':>9} "
+        f"{'N':>3} {'size':>9} {'algo':<40} {'time(us)':>11} {'busbw':>8} {'nat.time':>11} {'nat.busbw':>9} "
         f"{'ratio':>6} {'#wrong':>6}",
     ]
     order = {g: i for i, g in enumerate(("auto", *TEMPLATES))}
@@ -330,7 +330,7 @@ def format_report(rows: list[dict[str, Any]], meta: dict[str, Any], problems: li
         if last is not None and (r["nranks"], r["size"]) != last:
             lines.append("")
         last = (r["nranks"], r["size"])
-        lines.append(f"{r['nranks']:>3} {units.format_size(r['size']):>9} {r['algo']:<18} {r['time_us']:>11.2f} "
+        lines.append(f"{r['nranks']:>3} {units.format_size(r['size']):>9} {r['algo']:<40} {r['time_us']:>11.2f} "
                      f"{r['busbw']:>8.3f} {_fmt(r['native_time_us'], '>11.2f')} {_fmt(native_busbw(r), '>9.3f')} "
                      f"{_fmt(r['ratio'], '>6.2f')} {r['wrong'] + r['ip_wrong']:>6}")
 
