@@ -19,7 +19,8 @@ from .ops import as_array, reduce_op_name, reduce_ufunc
 from .plan.build import ALLREDUCE_ALGOS, build_allreduce, resolve_algo
 from .plan.hccl import build_hccl_allreduce
 from .select import Selection, parse_override, select_for
-from .run.mpi import CompiledPlan, compile_plan, ub_transfer_bytes
+from .run.mpi import CompiledPlan, compile_plan
+from .run.mpi import ub_transfer_bytes as _ub_bytes
 from .run.pool import ScratchPool
 from .topo import comm_topology
 
@@ -60,7 +61,7 @@ class Communicator:
             raise TypeError(f"expecting an mpi4py intracommunicator, got {type(comm).__name__}")
         algo = (os.environ.get("PYHCCL_ALGO") or None) if algo is None else algo
         self._algo, self._override = _split_algo(algo)
-        self._ub = _ub(ub_transfer_bytes)
+        self._ub = _ub_bytes(ub_transfer_bytes)
         self._comm = comm
         self._pcomm = comm.Dup()
         self._topo = topo
@@ -168,17 +169,13 @@ def _split_algo(algo: str | None) -> tuple[str | None, str | None]:
     return None, algo
 
 
-def _ub(value: int | None) -> int:
-    return ub_transfer_bytes(value)
-
-
 def _allreduce(c: Communicator, sendbuf: Any, recvbuf: Any, op: MPI.Op) -> None:
     args = (sendbuf, recvbuf, op)
     ufunc = reduce_ufunc(op)
     if ufunc is None:
         return c._fallback("Allreduce", "reduce op not one of SUM, PROD, MAX, MIN", *args)
     rb = as_array(recvbuf)
-    in_place = sendbuf is MPI.IN_PLACE or (isinstance(sendbuf, int) and sendbuf == MPI.IN_PLACE)
+    in_place = sendbuf is MPI.IN_PLACE
     sb = rb if in_place else as_array(sendbuf)
     if rb is None or sb is None:
         return c._fallback("Allreduce", "buffer form, datatype or dtype pyhccl does not run", *args)
@@ -197,6 +194,6 @@ def _allreduce(c: Communicator, sendbuf: Any, recvbuf: Any, op: MPI.Op) -> None:
         return None
     plan = c._compiled(count, src.dtype, in_place, op)
     plan.run(c._pcomm, (src, dst, c._pool.get(src.dtype, plan.scratch_count)), ufunc)
-    if rb.device is not None:
-        rb.device.ravel(order="A")[:count].set(dst) if hasattr(rb.device, "set") else None
+    if rb.device is not None:                    # a GPU array: copy the result back to it
+        rb.device.ravel(order="A")[:count].set(dst)
     return None

@@ -12,7 +12,7 @@ import time
 from typing import Callable, Sequence
 
 from .opspec import get_opspec
-from .plan.build import (ALLREDUCE_ALGOS, _AG_TEMPLATES, _RS_TEMPLATES, build_all_gather, build_allreduce,
+from .plan.build import (ALL_GATHER_FORMS, ALLREDUCE_ALGOS, REDUCE_SCATTER_FORMS, build_all_gather, build_allreduce,
                          build_reduce_scatter, resolve_algo)
 from .run.sim import SimulationError, simulate
 
@@ -21,8 +21,8 @@ __all__ = ["main", "parse_ranks", "verify"]
 #: Per op: the algorithms and a builder ``(algo, rank, nranks, count, in_place) -> Plan``.
 _OPS: dict[str, tuple[dict, Callable]] = {
     "allreduce": (ALLREDUCE_ALGOS, build_allreduce),
-    "reduce_scatter": (_RS_TEMPLATES, lambda a, r, n, c, ip: build_reduce_scatter(a, r, n, c)),
-    "all_gather": (_AG_TEMPLATES, lambda a, r, n, c, ip: build_all_gather(a, r, n, c)),
+    "reduce_scatter": (REDUCE_SCATTER_FORMS, lambda a, r, n, c, ip: build_reduce_scatter(a, r, n, c)),
+    "all_gather": (ALL_GATHER_FORMS, lambda a, r, n, c, ip: build_all_gather(a, r, n, c)),
 }
 
 _LARGE = 10_000_000_019   # a prime above ten billion: counts cost nothing in the simulator

@@ -9,6 +9,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from ..comm import Communicator
+from ..ops import dtype_by_name
 from ..opspec import get_opspec
 from ..plan.build import ALLREDUCE_ALGOS, resolve_algo
 from .driver import BenchArgs, Row, UsageError, fill, parse_args, sizes, time_call
@@ -31,7 +32,7 @@ def run(comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tuple[BenchAr
     n, rank = comm.Get_size(), comm.Get_rank()
     rows: list[Row] = []
     for dname in args.dtypes:
-        dtype = np.dtype(dname) if dname != "bfloat16" else _bf16()
+        dtype = dtype_by_name(dname)
         for redop in args.redops:
             for size in sizes(args, dtype.itemsize):
                 count = size // dtype.itemsize
@@ -99,8 +100,3 @@ def _native_can(dtype: np.dtype) -> bool:
 
 def _gbs(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e9 if seconds > 0 else 0.0
-
-
-def _bf16() -> np.dtype:
-    from ..ops import SUPPORTED_DTYPES
-    return SUPPORTED_DTYPES["bfloat16"]

@@ -14,12 +14,11 @@ from typing import Callable
 from .ir import Buf, Plan, Region, Step, copy
 from .slices import Slices
 from .templates import (all_gather_mesh, all_gather_nhr, all_gather_ring, allreduce_mesh_chunk,
-                        allreduce_mesh_one_shot, allreduce_mesh_two_shot, allreduce_nhr, allreduce_nhr_aicpu_reduce, allreduce_rhd,
-                        allreduce_ring,
-                        reduce_scatter_mesh, reduce_scatter_nhr, reduce_scatter_ring)
+                        allreduce_mesh_one_shot, allreduce_mesh_two_shot, allreduce_nhr, allreduce_nhr_aicpu_reduce,
+                        allreduce_rhd, allreduce_ring, reduce_scatter_mesh, reduce_scatter_nhr, reduce_scatter_ring)
 
-__all__ = ["ALLREDUCE_ALGOS", "HCCL_NAMES", "resolve_algo", "build_allreduce",
-           "build_reduce_scatter", "build_all_gather"]
+__all__ = ["ALLREDUCE_ALGOS", "HCCL_NAMES", "REDUCE_SCATTER_FORMS", "ALL_GATHER_FORMS", "resolve_algo",
+           "build_allreduce", "build_reduce_scatter", "build_all_gather"]
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
 ALLREDUCE_ALGOS: dict[str, Callable[..., list[Step]]] = {
@@ -42,8 +41,9 @@ HCCL_NAMES = {
     "AicpuAllReduceSoleNHRAicpuReduce": "NHRAicpuReduce",
 }
 
-_RS_TEMPLATES = {"Mesh": reduce_scatter_mesh, "NHR": reduce_scatter_nhr, "Ring": reduce_scatter_ring}
-_AG_TEMPLATES = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "Ring": all_gather_ring}
+#: ReduceScatter and AllGather templates by short name (their one-level forms, for verify and tests).
+REDUCE_SCATTER_FORMS = {"Mesh": reduce_scatter_mesh, "NHR": reduce_scatter_nhr, "Ring": reduce_scatter_ring}
+ALL_GATHER_FORMS = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "Ring": all_gather_ring}
 
 
 def resolve_algo(name: str, choices: dict[str, object] = ALLREDUCE_ALGOS) -> str:
@@ -75,11 +75,11 @@ def build_allreduce(algo: str, rank: int, nranks: int, count: int, in_place: boo
 @lru_cache(maxsize=1024)
 def build_reduce_scatter(algo: str, rank: int, nranks: int, count: int) -> Plan:
     """ReduceScatter (block form): ``count`` elements out per rank, ``nranks*count`` in."""
-    name = resolve_algo(algo, _RS_TEMPLATES)
+    name = resolve_algo(algo, REDUCE_SCATTER_FORMS)
     total = count * nranks
     slices = Slices(0, nranks, count, nranks, 0)
     steps = [Step(local=(copy(Region(Buf.SCRATCH, 0, total), Region(Buf.INPUT, 0, total)),))] if total else []
-    steps += _RS_TEMPLATES[name](tuple(range(nranks)), rank, slices, buf=Buf.SCRATCH, scratch=total)
+    steps += REDUCE_SCATTER_FORMS[name](tuple(range(nranks)), rank, slices, buf=Buf.SCRATCH, scratch=total)
     if count:
         steps.append(Step(local=(copy(Region(Buf.OUTPUT, 0, count), Region(Buf.SCRATCH, rank * count, count)),)))
     return Plan(rank, tuple(steps), _meta("reduce_scatter", name, nranks, count, False))
@@ -88,10 +88,10 @@ def build_reduce_scatter(algo: str, rank: int, nranks: int, count: int) -> Plan:
 @lru_cache(maxsize=1024)
 def build_all_gather(algo: str, rank: int, nranks: int, count: int) -> Plan:
     """AllGather: ``count`` elements in per rank, ``nranks*count`` out."""
-    name = resolve_algo(algo, _AG_TEMPLATES)
+    name = resolve_algo(algo, ALL_GATHER_FORMS)
     slices = Slices(0, nranks, count, nranks, 0)
     steps = [Step(local=(copy(Region(Buf.OUTPUT, rank * count, count), Region(Buf.INPUT, 0, count)),))] if count else []
-    steps += _AG_TEMPLATES[name](tuple(range(nranks)), rank, slices, buf=Buf.OUTPUT)
+    steps += ALL_GATHER_FORMS[name](tuple(range(nranks)), rank, slices, buf=Buf.OUTPUT)
     return Plan(rank, tuple(steps), _meta("all_gather", name, nranks, count, False))
 
 
