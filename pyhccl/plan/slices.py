@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .ir import Buf, Region
 
-__all__ = ["Slices"]
+__all__ = ["Slices", "VSlices"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +85,44 @@ class Slices:
         if j < self.n and self.tail and j >= start and (j - start) % step == 0 and (j - start) // step < k:
             out.append(Region(buf, self.base + j * self.size + delta, self.tail))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class VSlices:
+    """Slices of any sizes at any offsets (the V ops: HCCL's counts and displacements).
+
+    Same interface as :class:`Slices`, so every template that takes slices takes these:
+    slice ``j`` holds ``counts[j]`` elements at ``offsets[j]``.
+    """
+
+    offsets: tuple[int, ...]
+    counts: tuple[int, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.counts)
+
+    @property
+    def base(self) -> int:
+        """The lowest offset: a scratch mirror of the slices starts here."""
+        return min(self.offsets, default=0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def largest(self) -> int:
+        return max(self.counts, default=0)
+
+    def count(self, j: int) -> int:
+        return self.counts[j]
+
+    def region(self, buf: Buf, j: int, delta: int = 0) -> Region | None:
+        c = self.counts[j]
+        return Region(buf, self.offsets[j] + delta, c) if c else None
+
+    def regions(self, buf: Buf, start: int, step: int, k: int, delta: int = 0) -> list[Region]:
+        """Non-empty slices ``start + i*step`` for ``i < k``, one region each."""
+        out = (self.region(buf, start + i * step, delta) for i in range(max(k, 0)))
+        return [r for r in out if r is not None]

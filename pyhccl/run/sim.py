@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..opspec import OpSpec
+from ..opspec import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Action, Buf, Kind, Plan, Region
 
@@ -72,16 +72,21 @@ class SimReport:
     atoms: int
 
 
-def simulate(plans: Sequence[Plan], spec: OpSpec, count: int, *, in_place: bool = False,
+def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = None, *, in_place: bool = False,
              seed: int = 0) -> SimReport:
-    """Run ``plans`` (one per rank, in rank order) for ``spec`` with per-rank ``count``.
+    """Run ``plans`` (one per rank, in rank order) for ``call``.
+
+    ``simulate(plans, spec, count, in_place=...)`` is the short form for calls that need only a
+    per-rank count.
 
     Raises:
         SimulationError: at the first structural problem (unmatched or mismatched transfer,
             out-of-bounds or overlapping region, uninitialised read, double-counted reduce),
             or after the run listing every output range that is wrong.
     """
-    return _Sim(plans, spec, count, in_place, seed).run()
+    if isinstance(call, OpSpec):
+        call = Call(call.name, len(plans), count or 0, in_place=in_place)
+    return _Sim(plans, call, seed).run()
 
 
 @lru_cache(maxsize=8)
@@ -165,17 +170,22 @@ class _Buffer:
 
 
 class _Sim:
-    def __init__(self, plans: Sequence[Plan], spec: OpSpec, count: int, in_place: bool, seed: int) -> None:
-        self.plans, self.spec, self.count, self.in_place = plans, spec, count, in_place
+    def __init__(self, plans: Sequence[Plan], call: Call, seed: int) -> None:
+        self.plans, self.call, self.in_place = plans, call, call.in_place
         self.n = n = len(plans)
+        if n != call.nranks:
+            raise ValueError(f"expecting {call.nranks} plans for {call.op} over {call.nranks} ranks, got {n}")
         for r, p in enumerate(plans):
             if p.rank != r:
                 raise ValueError(f"expecting plans in rank order, got plan of rank {p.rank} at index {r}")
         self.keys = _keys(n, seed)
         self.use_mask = n <= _MASK_MAX_RANKS
-        nin, nout = spec.input_count(n, count), spec.output_count(n, count)
-        if in_place:
-            nout = max(nin, nout)
+        ins = [call.input_count(r) for r in range(n)]
+        self.shift = [call.in_place_offset(r) if call.in_place else 0 for r in range(n)]
+        nin = max(ins, default=0)
+        nout = max((call.output_count(r) for r in range(n)), default=0)
+        if call.in_place:
+            nout = max([nout] + [i + s for i, s in zip(ins, self.shift)])
         nscr = max((p.scratch_count() for p in plans), default=0)
         bounds = self._bounds()
         self.pairs: dict[tuple[Region, Region], tuple] = {}    # aligned atoms, valid until a split
@@ -185,14 +195,17 @@ class _Sim:
             Buf.OUTPUT: _Buffer("out", nout, n, bounds[Buf.OUTPUT], self.on_split),
             Buf.SCRATCH: _Buffer("scr", nscr, n, bounds[Buf.SCRATCH], self.on_split),
         }
-        first = self.bufs[Buf.OUTPUT if in_place else Buf.INPUT]
-        first.split(np.array([nin]))
-        init = first.atoms(Region(Buf.INPUT, 0, nin)) if nin else slice(0, 0)
-        first.val[:, init, _Buffer.CARD] = 1
-        first.val[:, init, _Buffer.ORIGIN] = first.starts[:-1][init]
-        first.val[:, init, _Buffer.KEY] = self.keys[:, None]
-        if self.use_mask:
-            first.val[:, init, _Buffer.MASK] = (np.int64(1) << np.arange(n, dtype=np.int64))[:, None]
+        first = self.bufs[Buf.OUTPUT if call.in_place else Buf.INPUT]
+        first.split(np.array(sorted({b for i, s in zip(ins, self.shift) for b in (s, s + i)}), np.int64))
+        for r in range(n):
+            if not ins[r]:
+                continue
+            init = first.atoms(Region(Buf.INPUT, self.shift[r], ins[r]))
+            first.val[r, init, _Buffer.CARD] = 1
+            first.val[r, init, _Buffer.ORIGIN] = first.starts[:-1][init] - self.shift[r]
+            first.val[r, init, _Buffer.KEY] = self.keys[r]
+            if self.use_mask:
+                first.val[r, init, _Buffer.MASK] = np.int64(1) << np.int64(r)
         self.step = -1
 
     def _bounds(self) -> dict[Buf, np.ndarray]:
@@ -203,14 +216,14 @@ class _Sim:
         """
         simple: dict[Buf, set] = {b: set() for b in Buf}
         families: dict[tuple, list] = defaultdict(list)
-        alias = {Buf.INPUT: Buf.OUTPUT} if self.in_place else {}
         for p in self.plans:
             for s in p.steps:
                 for a in s.transfers + s.local:
                     for r in (a.src, a.dst):
                         if r is None or not r.count:
                             continue
-                        buf = alias.get(r.buf, r.buf)
+                        r = self.aliased(p.rank, r)
+                        buf = r.buf
                         if r.repeat == 1:
                             simple[buf].update((r.offset, r.offset + r.count))
                         else:
@@ -242,14 +255,22 @@ class _Sim:
         grid = format_plans(self.plans, mark=(self.step, rank))
         return SimulationError(f"step {self.step}, rank {rank}: {what}", step=self.step, rank=rank, grid=grid)
 
+    def aliased(self, rank: int, r: Region) -> Region:
+        """In place, the input is a part of the output buffer."""
+        if self.in_place and r.buf is Buf.INPUT:
+            return r.moved(Buf.OUTPUT, self.shift[rank])
+        return r
+
     def addr(self, rank: int, r: Region):
-        b = self.bufs[Buf.OUTPUT if (self.in_place and r.buf is Buf.INPUT) else r.buf]
+        r = self.aliased(rank, r)
+        b = self.bufs[r.buf]
         if r.end > b.size:
             raise self.fail(rank, f"region {r} is out of bounds ({b.name} holds {b.size} elements)")
         return b, b.lookup(r)[0]
 
     def pair(self, rank_s: int, rs: Region, rank_d: int, rd: Region):
         """Aligned atom indices for moving ``rs`` (on rank_s) to ``rd`` (on rank_d)."""
+        rs, rd = self.aliased(rank_s, rs), self.aliased(rank_d, rd)
         hit = self.pairs.get((rs, rd))
         if hit is not None:
             return hit
@@ -361,7 +382,7 @@ class _Sim:
         bad: list[Mismatch] = []
         cache: dict[frozenset, tuple] = {}
         for rank in range(self.n):
-            for c in self.spec.post(self.n, self.count, rank):
+            for c in self.call.spec.post(self.call, rank):
                 if c.ranks not in cache:
                     rk = sorted(c.ranks)
                     key = self.keys[rk].sum() if rk else np.int64(0)
