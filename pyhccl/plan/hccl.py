@@ -15,7 +15,8 @@ from .ir import Buf, Plan, Region, Step, copy
 from .slices import Slices
 from .templates import all_gather_mesh, all_gather_nhr, reduce_scatter_mesh, reduce_scatter_nhr
 
-__all__ = ["SOLE_TEMPLATES", "LEVEL_TEMPLATES", "NotRunnableError", "build_hccl_allreduce"]
+__all__ = ["SOLE_TEMPLATES", "LEVEL_TEMPLATES", "NotRunnableError", "build_hccl_allreduce", "build_registered",
+           "not_runnable_reason"]
 
 #: One-level AllReduce templates by the pyhccl schedule they run.
 SOLE_TEMPLATES = {
@@ -117,3 +118,16 @@ def _size(groups: Sequence[Sequence[int]]) -> int:
     for g in groups:
         n *= len(g)
     return n
+
+
+def build_registered(call, reg, rank, groups, uniform):
+    """Rank ``rank``'s steps for ``call`` with the registered algorithm ``reg`` (its executor)."""
+    if call.op != "allreduce":
+        raise NotRunnableError(f"algorithm {reg.name!r} does not run in pyhccl yet")
+    return list(build_hccl_allreduce(reg.name, reg.executor, reg.levels, rank, groups, call.count, call.in_place,
+                                      uniform=uniform).steps)
+
+
+def not_runnable_reason(name: str) -> str | None:
+    """Why the registered algorithm ``name`` never runs in pyhccl, or None when it runs."""
+    return None

@@ -92,11 +92,15 @@ class VSlices:
     """Slices of any sizes at any offsets (the V ops: HCCL's counts and displacements).
 
     Same interface as :class:`Slices`, so every template that takes slices takes these:
-    slice ``j`` holds ``counts[j]`` elements at ``offsets[j]``.
+    slice ``j`` holds ``counts[j]`` elements at ``offsets[j]``, or, with ``repeat > 1``,
+    ``repeat`` pieces of ``counts[j]`` elements ``rstride`` apart (HCCL's repeatNum /
+    repeat stride, the strided slices of the Sequence executors' level-0 step).
     """
 
     offsets: tuple[int, ...]
     counts: tuple[int, ...]
+    repeat: int = 1
+    rstride: int | None = None
 
     @property
     def n(self) -> int:
@@ -109,18 +113,22 @@ class VSlices:
 
     @property
     def total(self) -> int:
-        return sum(self.counts)
+        return sum(self.counts) * self.repeat
 
     @property
     def largest(self) -> int:
-        return max(self.counts, default=0)
+        return max(self.counts, default=0) * self.repeat
 
     def count(self, j: int) -> int:
-        return self.counts[j]
+        return self.counts[j] * self.repeat
 
     def region(self, buf: Buf, j: int, delta: int = 0) -> Region | None:
         c = self.counts[j]
-        return Region(buf, self.offsets[j] + delta, c) if c else None
+        if not c:
+            return None
+        if self.repeat == 1:
+            return Region(buf, self.offsets[j] + delta, c)
+        return Region(buf, self.offsets[j] + delta, c, self.repeat, self.rstride)
 
     def regions(self, buf: Buf, start: int, step: int, k: int, delta: int = 0) -> list[Region]:
         """Non-empty slices ``start + i*step`` for ``i < k``, one region each."""

@@ -101,6 +101,11 @@ class CompiledPlan:
             for is_reduce, dst, src in local:
                 d = bufs[dst[0]][dst[1]:dst[2]] if type(dst) is tuple else _view(bufs, dst)
                 v = bufs[src[0]][src[1]:src[2]] if type(src) is tuple else _view(bufs, src)
+                if d.shape != v.shape:      # same elements, one side strided
+                    if d.ndim == 1:
+                        d = d.reshape(v.shape)
+                    else:
+                        v = v.reshape(d.shape)
                 if is_reduce:
                     ufunc(d, v, out=d)
                 else:

@@ -1,12 +1,57 @@
-"""Templates: pure functions ``template(group, pos, region, *, ...) -> list[Step]``."""
+"""Templates: pure functions that return a list of steps, one table per role.
 
+A template is HCCL's unit of an algorithm (src/ops/<op>/template/): it runs on one group of
+ranks (``group``: the ranks, ``pos``: my index in it) and works in place on regions of one
+rank's buffers. Executors compose them across levels (:mod:`pyhccl.plan.executors`). Every
+template accepts ``scratch`` (the first scratch element it may use) and returns ``[]`` when
+there is nothing to move. Roots are positions in ``group``.
+
+Roles and their contracts (``slices``: :class:`~pyhccl.plan.slices.Slices` or ``VSlices``,
+one slice per position, in ``buf``):
+
+- ``AR[name](group, pos, data, *, scratch)``: every position's ``data`` ends holding the
+  reduction of all positions' ``data``.
+- ``RS[name](group, pos, slices, *, buf, scratch)``: on entry every slice holds my
+  contribution; on exit slice ``pos`` holds the reduction over the group (others: junk).
+- ``AG[name](group, pos, slices, *, buf, scratch)``: on entry slice ``pos`` holds my block;
+  on exit every slice ``j`` holds position j's block.
+- ``SCATTER[name](group, pos, root, slices, *, buf, scratch)``: on entry the root holds every
+  slice; on exit position ``j`` holds the root's slice j at slice j's place.
+- ``GATHER[name](group, pos, root, slices, *, buf, scratch)``: on entry position j holds slice
+  j; on exit the root holds every slice.
+- ``BCAST[name](group, pos, root, data, *, scratch)``: the root's ``data`` ends on every position.
+- ``REDUCE[name](group, pos, root, data, *, scratch)``: the root's ``data`` ends holding the
+  reduction; other positions' ``data`` may be overwritten.
+- ``A2A[name](group, pos, send, recv, *, scratch)``: ``send[j]`` (my block for position j) ends
+  in position j's ``recv[pos]``; entries may be None (nothing to move).
+- ``BARRIER[name](group, pos, token, *, scratch)``: a one-element token; on exit every
+  position's token holds every position's contribution (so no rank leaves before all arrived).
+"""
+
+from .alltoall import A2A
+from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
                    reduce_scatter_mesh)
 from .nhr import all_gather_nhr, allreduce_nhr, allreduce_nhr_aicpu_reduce, nhr_step_count, reduce_scatter_nhr
 from .rhd import allreduce_rhd
 from .ring import all_gather_ring, allreduce_ring, reduce_scatter_ring
+from .rooted import BCAST, GATHER, REDUCE, SCATTER
+
+#: AllReduce templates by short name, in the order the benchmark lists them.
+AR = {
+    "MeshOneShot": allreduce_mesh_one_shot,
+    "MeshTwoShot": allreduce_mesh_two_shot,
+    "MeshChunkTwoShot": allreduce_mesh_chunk,
+    "NHR": allreduce_nhr,
+    "NHRAicpuReduce": allreduce_nhr_aicpu_reduce,
+    "Ring": allreduce_ring,
+    "RHD": allreduce_rhd,
+}
+RS = {"Mesh": reduce_scatter_mesh, "NHR": reduce_scatter_nhr, "Ring": reduce_scatter_ring}
+AG = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "Ring": all_gather_ring}
 
 __all__ = [
+    "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER",
     "all_gather_mesh", "allreduce_mesh_chunk", "allreduce_mesh_one_shot", "allreduce_mesh_two_shot", "reduce_scatter_mesh",
     "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce", "nhr_step_count", "reduce_scatter_nhr",
     "allreduce_rhd",
