@@ -7,21 +7,25 @@ forwards to the wrapped communicator unchanged.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import os
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from mpi4py import MPI
+from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 
-from .ops import as_array, reduce_op_name, reduce_ufunc
-from .plan.build import ALLREDUCE_ALGOS, build_allreduce, resolve_algo
-from .plan.hccl import build_hccl_allreduce
-from .select import Selection, parse_override, select_for
+from .algo import registry
+from .ops import PARSERS, Env, Job, to_device
+from .opspec import OPS, Call
+from .plan.api import NotRunnableError, build_plan, flat_names, resolve_name
 from .run.mpi import CompiledPlan, compile_plan
 from .run.mpi import ub_transfer_bytes as _ub_bytes
 from .run.pool import ScratchPool
+from .select import Selection, SelectionError, normalize_op, parse_override, select_for
 from .topo import comm_topology
 
 __all__ = ["Communicator"]
@@ -29,27 +33,40 @@ __all__ = ["Communicator"]
 log = logging.getLogger("pyhccl")
 
 _PLAN_CACHE_SIZE = 64
+#: Ops whose in-place flag every rank shares (MPI: IN_PLACE on all ranks or none).
+_SHARED_IN_PLACE = frozenset({"allreduce", "all_gather", "reduce_scatter"})
+#: pyhccl's template names, every op's, in listing order (AllReduce's first).
+_FLAT_NAMES = tuple(dict.fromkeys(n for op in OPS for n in flat_names(op)))
 
 
 class Communicator:
     """pyhccl's communicator: mpi4py's methods, HCCL's algorithms.
 
+    Allreduce, Reduce, Bcast, Allgather, Allgatherv, Gather, Scatter, Reduce_scatter_block,
+    Reduce_scatter (uneven ``recvcounts`` run HCCL's ReduceScatterV), Alltoall, Alltoallv and
+    Barrier run pyhccl's plans, with mpi4py's names, signatures and buffer forms. Everything
+    else (Scan, Exscan, the non-blocking ``I*`` methods, Gatherv, Scatterv, Alltoallw, the
+    lower-case pickle methods, neighbourhood collectives, point-to-point, ...) is the wrapped
+    communicator's, forwarded unchanged; so are calls pyhccl cannot run (derived datatypes,
+    user-defined or logical ops, unsupported dtypes, non-contiguous buffers), counted in
+    ``fallbacks``. See docs/communicator.md.
+
     Args:
         comm: the mpi4py intracommunicator to wrap (default ``MPI.COMM_WORLD``).
-        algo: force an algorithm: one of pyhccl's templates (``MeshOneShot``, ``NHR``, ``Ring``,
-            ``RHD``, ...; used as it is), or anything ``PYHCCL_ALGO`` accepts (an HCCL name or
-            HCCL_ALGO's grammars; checked against the algorithm's declared attributes by the
-            selector). Default ``PYHCCL_ALGO``, else HCCL's selection.
+        algo: force an algorithm: one of pyhccl's templates (``NHR``, ``Mesh``, ``Ring``,
+            ``MeshOneShot``, ...; used by the ops that have it), an HCCL name (used by its op),
+            or HCCL_ALGO's grammars. Ops the name does not belong to use HCCL's selection.
+            Default ``PYHCCL_ALGO``, else HCCL's selection.
         ub_transfer_bytes: largest message; default ``PYHCCL_UB_TRANSFER_BYTES``, else 512 KiB.
         topo: the machine to emulate (a spec such as ``"1x2x4"``, see :mod:`pyhccl.topo`);
             default ``PYHCCL_TOPO``, else ``PYHCCL_RANK_TABLE``, else detected from MPI.
 
     Attributes:
         topology: this rank's place in the machine and HCCL's TopoInfo, computed once here.
-        last_selection: the :class:`pyhccl.select.Selection` behind the last AllReduce (None
-            when a pyhccl template was forced); ``print(comm.last_selection)`` explains it.
-        fallbacks: calls handed to the wrapped communicator because pyhccl cannot run them
-            (derived datatypes, user-defined ops, unsupported dtypes, non-contiguous buffers).
+        last_selection: the :class:`pyhccl.select.Selection` behind the last collective (None
+            when a pyhccl template was forced or the op has no HCCL selector);
+            ``print(comm.last_selection)`` explains it.
+        fallbacks: calls handed to the wrapped communicator because pyhccl cannot run them.
     """
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algo: str | None = None,
@@ -66,9 +83,12 @@ class Communicator:
         self._pcomm = comm.Dup()
         self._topo = topo
         self.topology = comm_topology(self._pcomm, topo)
-        self._plans: OrderedDict[tuple, tuple[CompiledPlan, Selection | None]] = OrderedDict()
+        self._agreed: OrderedDict[tuple, tuple[str, Selection | None]] = OrderedDict()
+        self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
         self.last_selection: Selection | None = None
         self._pool = ScratchPool()
+        self._stage = ScratchPool()
+        self._env = Env(comm.Get_rank(), comm.Get_size(), self._stage.get, self._pcomm.allgather)
         self.fallbacks = 0
 
     # -- identity and forwarding ---------------------------------------------------------
@@ -99,57 +119,63 @@ class Communicator:
             self._pcomm.Free()
         self._comm.Free()
 
-    # -- collectives ---------------------------------------------------------------------
-    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
-        """Reduce ``sendbuf`` over all ranks with ``op`` into every rank's ``recvbuf``.
+    # -- collectives: mpi4py's signatures --------------------------------------------------
+    def Allreduce(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec, op: MPI.Op = MPI.SUM) -> None:
+        """Reduce ``sendbuf`` over all ranks with ``op`` into every rank's ``recvbuf`` (AllReduce)."""
+        _collective(self, "Allreduce", sendbuf, recvbuf, op)
 
-        mpi4py's signature and buffer forms; ``sendbuf`` may be ``MPI.IN_PLACE``.
-        """
-        _allreduce(self, sendbuf, recvbuf, op)
+    def Reduce(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec | None, op: MPI.Op = MPI.SUM,
+               root: int = 0) -> None:
+        """Reduce ``sendbuf`` over all ranks with ``op`` into the root's ``recvbuf`` (Reduce)."""
+        _collective(self, "Reduce", sendbuf, recvbuf, op, root)
+
+    def Bcast(self, buf: BufSpec, root: int = 0) -> None:
+        """Copy the root's ``buf`` into every rank's ``buf`` (Broadcast)."""
+        _collective(self, "Bcast", buf, root)
+
+    def Allgather(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecB) -> None:
+        """Gather every rank's ``sendbuf`` into block ``rank`` of every ``recvbuf`` (AllGather)."""
+        _collective(self, "Allgather", sendbuf, recvbuf)
+
+    def Allgatherv(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecV) -> None:
+        """Gather every rank's ``sendbuf`` into ``recvbuf``'s ``[counts, displs]`` blocks (AllGatherV)."""
+        _collective(self, "Allgatherv", sendbuf, recvbuf)
+
+    def Gather(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecB | None, root: int = 0) -> None:
+        """Gather every rank's ``sendbuf`` into block ``rank`` of the root's ``recvbuf`` (Gather)."""
+        _collective(self, "Gather", sendbuf, recvbuf, root)
+
+    def Scatter(self, sendbuf: BufSpecB | None, recvbuf: BufSpec | InPlace, root: int = 0) -> None:
+        """Send block ``rank`` of the root's ``sendbuf`` to every rank's ``recvbuf`` (Scatter)."""
+        _collective(self, "Scatter", sendbuf, recvbuf, root)
+
+    def Reduce_scatter_block(self, sendbuf: BufSpecB | InPlace, recvbuf: BufSpec | BufSpecB,
+                             op: MPI.Op = MPI.SUM) -> None:
+        """Reduce ``sendbuf`` over all ranks; rank r gets block r in ``recvbuf`` (ReduceScatter)."""
+        _collective(self, "Reduce_scatter_block", sendbuf, recvbuf, op)
+
+    def Reduce_scatter(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec, recvcounts: Sequence[int] | None = None,
+                       op: MPI.Op = MPI.SUM) -> None:
+        """Reduce ``sendbuf`` over all ranks; rank r gets ``recvcounts[r]`` elements (ReduceScatter(V))."""
+        _collective(self, "Reduce_scatter", sendbuf, recvbuf, recvcounts, op)
+
+    def Alltoall(self, sendbuf: BufSpecB | InPlace, recvbuf: BufSpecB) -> None:
+        """Send block j of ``sendbuf`` to rank j, into its ``recvbuf`` block ``rank`` (AllToAll)."""
+        _collective(self, "Alltoall", sendbuf, recvbuf)
+
+    def Alltoallv(self, sendbuf: BufSpecV | InPlace, recvbuf: BufSpecV) -> None:
+        """Alltoall with per-peer ``[counts, displs]`` on both sides (AllToAllV)."""
+        _collective(self, "Alltoallv", sendbuf, recvbuf)
+
+    def Barrier(self) -> None:
+        """Return once every rank has entered (Barrier)."""
+        _collective(self, "Barrier")
 
     # -- internals -----------------------------------------------------------------------
     def _fallback(self, method: str, reason: str, *args: Any) -> None:
         self.fallbacks += 1
         log.debug("pyhccl: %s goes to the wrapped communicator: %s", method, reason)
         getattr(self._comm, method)(*args)
-
-    def _compiled(self, count: int, dtype: np.dtype, in_place: bool, op: MPI.Op) -> CompiledPlan:
-        """The AllReduce plan for this call shape: selected and built once, then cached."""
-        key = (count, dtype.str, in_place, op.py2f())
-        hit = self._plans.get(key)
-        if hit is None:
-            hit = self._plans[key] = self._plan_allreduce(count, dtype, in_place, op)
-            if len(self._plans) > _PLAN_CACHE_SIZE:
-                self._plans.popitem(last=False)
-        else:
-            self._plans.move_to_end(key)
-        self.last_selection = hit[1]
-        return hit[0]
-
-    def _plan_allreduce(self, count: int, dtype: np.dtype, in_place: bool,
-                        op: MPI.Op) -> tuple[CompiledPlan, Selection | None]:
-        rank, size = self._comm.Get_rank(), self._comm.Get_size()
-        if self._algo:
-            plan = build_allreduce(self._algo, rank, size, count, in_place)
-            return compile_plan(plan, dtype.itemsize, self._ub), None
-        sel, error = None, ""
-        try:
-            sel = select_for("AllReduce", self.topology.info, count * dtype.itemsize, dtype,
-                             reduce_op_name(op), inplace=in_place, algo=self._override or "")
-            reg = sel.registration
-            layout = self.topology.layout
-            plan = build_hccl_allreduce(sel.algorithm, reg.executor, reg.levels, rank,
-                                        layout.algo_groups(rank, len(reg.levels)), count, in_place,
-                                        uniform=layout.uniform)
-        except (ValueError, NotImplementedError) as e:
-            error = f"{type(e).__name__}: {e}"
-        # every rank must run the same algorithm: agree once per call shape, fail together
-        outcome = self._pcomm.allgather(error or sel.algorithm)
-        if len(set(outcome)) > 1 or error:
-            detail = error or "; ".join(f"rank {r}: {o}" for r, o in enumerate(outcome) if o != outcome[0])
-            raise RuntimeError(f"AllReduce of {count} x {dtype} cannot run: {detail}")
-        log.debug("pyhccl: AllReduce %d x %s -> %s", count, dtype, sel.algorithm)
-        return compile_plan(plan, dtype.itemsize, self._ub), sel
 
 
 def _split_algo(algo: str | None) -> tuple[str | None, str | None]:
@@ -160,40 +186,171 @@ def _split_algo(algo: str | None) -> tuple[str | None, str | None]:
     """
     if not algo:
         return None, None
-    if algo.lower() in {a.lower() for a in ALLREDUCE_ALGOS}:
-        return resolve_algo(algo), None
+    for name in _FLAT_NAMES:
+        if name.lower() == algo.lower():
+            return name, None
     try:
         parse_override(algo)
     except ValueError as e:
-        raise ValueError(f"{e}; or one of pyhccl's templates: {', '.join(ALLREDUCE_ALGOS)}") from None
+        raise ValueError(f"{e}; or one of pyhccl's templates: {', '.join(_FLAT_NAMES)}") from None
     return None, algo
 
 
-def _allreduce(c: Communicator, sendbuf: Any, recvbuf: Any, op: MPI.Op) -> None:
-    args = (sendbuf, recvbuf, op)
-    ufunc = reduce_ufunc(op)
-    if ufunc is None:
-        return c._fallback("Allreduce", "reduce op not one of SUM, PROD, MAX, MIN", *args)
-    rb = as_array(recvbuf)
-    in_place = sendbuf is MPI.IN_PLACE
-    sb = rb if in_place else as_array(sendbuf)
-    if rb is None or sb is None:
-        return c._fallback("Allreduce", "buffer form, datatype or dtype pyhccl does not run", *args)
-    src, dst = sb.array, rb.array
-    if src.dtype != dst.dtype:
-        return c._fallback("Allreduce", f"send dtype {src.dtype} differs from receive dtype {dst.dtype}", *args)
-    count = src.size
-    if dst.size < count:
-        raise ValueError(f"expecting recvbuf to hold at least {count} elements (the send count), got {dst.size}")
-    if not dst.flags.writeable:
-        raise ValueError("expecting a writable recvbuf, got a read-only buffer")
-    dst = dst[:count]
-    if not in_place and np.may_share_memory(src, dst):
-        raise ValueError("sendbuf and recvbuf overlap; pass MPI.IN_PLACE as sendbuf to reduce in place")
-    if count == 0:
+def _collective(c: Communicator, method: str, *args: Any) -> None:
+    """Parse -> Call -> algorithm (agreed once per call shape) -> plan (cached) -> run."""
+    job = PARSERS[method](c._env, *args)
+    if isinstance(job, str):
+        return c._fallback(method, job, *args)
+    call = job.call
+    if call.data_count == 0 and call.op != "barrier":
         return None
-    plan = c._compiled(count, src.dtype, in_place, op)
-    plan.run(c._pcomm, (src, dst, c._pool.get(src.dtype, plan.scratch_count)), ufunc)
-    if rb.device is not None:                    # a GPU array: copy the result back to it
-        rb.device.ravel(order="A")[:count].set(dst)
+    plan = _compiled(c, job)
+    if plan is None:
+        return c._fallback(method, "no pyhccl algorithm runs it", *args)
+    plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc)
+    for buf in job.device:
+        to_device(buf)
     return None
+
+
+def _shape(call: Call) -> Call:
+    """The part of ``call`` every rank shares: a root's IN_PLACE and Allgatherv's displs are its own."""
+    if call.op in ("reduce", "gather") and call.in_place:
+        return dataclasses.replace(call, in_place=False)
+    if call.op == "all_gather_v":
+        return dataclasses.replace(call, displs=None)
+    return call
+
+
+def _compiled(c: Communicator, job: Job) -> CompiledPlan | None:
+    """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call."""
+    key = (_shape(job.call), job.dtype.str, job.reduce_op)
+    hit = c._agreed.get(key)
+    if hit is None:
+        hit, plan = _agree(c, job, key[0])
+        _remember(c._agreed, key, hit)
+    else:
+        c._agreed.move_to_end(key)
+        plan = None
+    name, c.last_selection = hit
+    if name is None:
+        return None
+    pkey = (job.call, job.dtype.str, name)
+    compiled = c._plans.get(pkey)
+    if compiled is None:
+        compiled = _remember(c._plans, pkey, plan or _build(c, job, name))
+    else:
+        c._plans.move_to_end(pkey)
+    return compiled
+
+
+def _remember(cache: OrderedDict, key: tuple, value: Any) -> Any:
+    cache[key] = value
+    if len(cache) > _PLAN_CACHE_SIZE:
+        cache.popitem(last=False)
+    return value
+
+
+def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Selection | None], CompiledPlan | None]:
+    """Choose and build on every rank, then one allgather: same call, same algorithm, or fail together."""
+    call, spec = job.call, job.call.spec
+    what = f"{spec.hccl} of {_describe(shape)} x {job.dtype}"
+    digest = hashlib.blake2b(repr((shape, job.dtype.str, job.reduce_op)).encode(), digest_size=8).hexdigest()
+    name = sel = plan = None
+    forced, status, detail = False, "ok", ""
+    try:
+        name, sel, forced = _choose(c, job, shape)
+        plan = _build(c, job, name)
+    except (NotRunnableError, SelectionError) as e:
+        status = "error" if forced or _override_for(c, shape) else "fallback"
+        detail = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    except Exception as e:              # noqa: BLE001 - any failure must reach every rank, not hang them
+        status, detail = "error", f"{type(e).__name__}: {e}"
+    outcome = c._pcomm.allgather((digest, what, name, status, detail))
+    if len({o[0] for o in outcome}) > 1:
+        firsts = {}
+        for r, o in enumerate(outcome):
+            firsts.setdefault(o[0], f"rank {r}: {o[1]}")
+        raise ValueError(f"ranks disagree on the {spec.hccl} call; {'; '.join(firsts.values())}")
+    failed = [(r, o[4]) for r, o in enumerate(outcome) if o[3] == "error"]
+    if failed:
+        mine = detail if status == "error" else f"rank {failed[0][0]}: {failed[0][1]}"
+        raise RuntimeError(f"{what} cannot run: {mine}")
+    names = [o[2] for o in outcome]
+    if len(set(names)) > 1:
+        detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
+        raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
+    falls = [(r, o[4]) for r, o in enumerate(outcome) if o[3] == "fallback"]
+    if falls:
+        flat = flat_names(call.op)
+        why = f"{name or 'selection'} does not run (rank {falls[0][0]}: {falls[0][1]})"
+        if not flat:
+            log.info("pyhccl: %s goes to the wrapped communicator: %s", what, why)
+            return (None, sel), None
+        log.info("pyhccl: %s runs pyhccl's %s template: %s", what, flat[0], why)
+        if sel is not None:
+            sel = dataclasses.replace(sel, notes=sel.notes + (f"pyhccl runs its {flat[0]} template: {why}",))
+        name, plan = flat[0], _build(c, job, flat[0])
+    log.debug("pyhccl: %s -> %s", what, name)
+    return (name, sel), plan
+
+
+def _choose(c: Communicator, job: Job, shape: Call) -> tuple[str, Selection | None, bool]:
+    """``(algorithm, selection, forced)``: a forced name valid for the op, else HCCL's selection."""
+    op = shape.op
+    if c._algo and c._algo in flat_names(op):
+        return c._algo, None, True
+    hccl = shape.spec.hccl
+    text = _override_for(c, shape)
+    if text and parse_override(text).kind == "name":
+        hccl = registry.get(text.strip()).op          # AllToAllVC names force AlltoAllv too
+    try:
+        normalize_op(hccl)
+    except ValueError:                                  # no HCCL selector (Gather): pyhccl's first template
+        return flat_names(op)[0], None, False
+    inplace = shape.in_place and op in _SHARED_IN_PLACE
+    sel = select_for(hccl, c.topology.info, _nbytes(shape, job.dtype), job.dtype, job.reduce_op, root=shape.root,
+                     inplace=inplace, algo=text)
+    return sel.algorithm, sel, sel.source == "override"
+
+
+def _override_for(c: Communicator, shape: Call) -> str:
+    """PYHCCL_ALGO text for this op: a plain HCCL name only where it names one of the op's algorithms."""
+    text = c._override or ""
+    if text and parse_override(text).kind == "name":
+        try:
+            resolve_name(shape.op, text.strip())
+        except ValueError:
+            return ""
+    return text
+
+
+def _build(c: Communicator, job: Job, name: str) -> CompiledPlan:
+    call = job.call
+    rank = c._env.rank
+    if name in flat_names(call.op):
+        plan = build_plan(call, name, rank)
+    else:
+        layout = c.topology.layout
+        groups = layout.algo_groups(rank, len(registry.get(name).levels))
+        plan = build_plan(call, name, rank, groups, uniform=layout.uniform)
+    return compile_plan(plan, job.dtype.itemsize, c._ub)
+
+
+def _nbytes(call: Call, dtype: np.dtype) -> int:
+    """HCCL's data size D: the per-rank (per-peer) block; ReduceScatterV's total; AllToAllV's largest block."""
+    if call.op == "reduce_scatter_v":
+        return sum(call.counts) * dtype.itemsize
+    return max(call.data_count, 1 if call.op == "barrier" else 0) * dtype.itemsize
+
+
+def _describe(call: Call) -> str:
+    if call.counts is not None:
+        text = f"counts {list(call.counts)}"
+    elif call.matrix is not None:
+        text = f"matrix {[list(r) for r in call.matrix]}"
+    else:
+        text = str(call.count)
+    text = text if len(text) < 80 else text[:76] + " ..."
+    root = f" root {call.root}" if call.spec.rooted else ""
+    return text + root + (" in place" if call.in_place and call.op != "broadcast" else "")

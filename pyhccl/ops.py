@@ -1,19 +1,25 @@
-"""Buffers, dtypes and reduce ops: turn mpi4py buffer specs into flat numpy arrays.
+"""Arguments of the collectives: mpi4py buffer specs -> flat numpy arrays and a :class:`Call`.
 
-pyhccl runs its own algorithms for contiguous buffers of the dtypes and ops below; for
-anything else :func:`as_array` and :func:`reduce_ufunc` return None and the caller hands the
-call to the wrapped MPI communicator, which supports it or raises its own error.
+pyhccl runs its own algorithms for contiguous buffers of the dtypes and ops below. For anything
+else :func:`as_array` and :func:`reduce_ufunc` return None, the parsers return the reason as a
+string, and the communicator hands the call to the wrapped MPI communicator, which supports it
+or raises its own error. Wrong arguments raise here, once, before the call reaches a plan.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from numbers import Integral
+from operator import index
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["SUPPORTED_DTYPES", "SUPPORTED_OPS", "Buffer", "as_array", "reduce_ufunc", "dtype_by_name"]
+from .opspec import Call
+
+__all__ = ["SUPPORTED_DTYPES", "SUPPORTED_OPS", "Buffer", "Env", "Job", "PARSERS", "as_array", "as_vector",
+           "in_place", "reduce_ufunc", "reduce_op_name", "dtype_by_name"]
 
 try:  # bfloat16 (HCCL's BF16) comes from ml_dtypes when it is installed
     from ml_dtypes import bfloat16 as _bfloat16
@@ -37,14 +43,51 @@ _UFUNC_BY_HANDLE = {getattr(MPI, name).py2f(): uf for name, uf in SUPPORTED_OPS.
 _NAME_BY_HANDLE = {getattr(MPI, name).py2f(): name.lower() for name in SUPPORTED_OPS}
 _NOT_NUMERIC = {d.py2f() for d in (MPI.BYTE, MPI.PACKED, MPI.CHAR, MPI.C_BOOL, MPI.WCHAR)}
 _SUPPORTED = set(SUPPORTED_DTYPES.values())
+_FORM = "buffer form, datatype or dtype pyhccl does not run"
+_OP = "reduce op not one of SUM, PROD, MAX, MIN"
 
 
 @dataclass(frozen=True, slots=True)
 class Buffer:
-    """A flat, contiguous, typed view of the user's memory, and how it reached us."""
+    """A flat, contiguous, typed view of the user's memory, and how it reached us.
+
+    ``counts`` / ``displs``: a vector buffer's per-rank blocks (``array`` is then all of it).
+    ``device``: the GPU array's flat view when the memory is on a GPU; ``array`` views a host
+    copy (``host``) that :func:`to_device` writes back.
+    """
 
     array: np.ndarray
-    device: Any = None       # the cupy array when the memory is on a GPU
+    device: Any = None
+    host: np.ndarray | None = None
+    counts: tuple[int, ...] | None = None
+    displs: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """What the parsers need from the communicator: its size and rank, staging space, an allgather."""
+
+    rank: int
+    size: int
+    stage: Callable[[np.dtype, int], np.ndarray]
+    allgather: Callable[[Any], list]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One call, ready to run: the :class:`Call`, this rank's input and output, how to reduce.
+
+    ``reduce_op`` is HCCL's name of the op (for the selection); ``device`` lists the GPU buffers
+    to copy the result back into.
+    """
+
+    call: Call
+    dtype: np.dtype
+    inp: np.ndarray
+    out: np.ndarray
+    ufunc: Callable | None = None
+    reduce_op: str = "sum"
+    device: tuple[Buffer, ...] = ()
 
 
 def dtype_by_name(name: str) -> np.dtype:
@@ -73,39 +116,500 @@ def reduce_ufunc(op: MPI.Op) -> Callable | None:
     return _UFUNC_BY_HANDLE.get(op.py2f())
 
 
-def as_array(spec: Any) -> Buffer | None:
+def in_place(spec: Any) -> bool:
+    """Whether ``spec`` is ``MPI.IN_PLACE`` (mpi4py also reads None so)."""
+    return spec is None or spec is MPI.IN_PLACE
+
+
+def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | None:
     """A flat contiguous array over the memory ``spec`` describes, or None if pyhccl can't run it.
 
     Accepts what mpi4py accepts: a buffer-protocol object (numpy array, bytearray, array.array,
     memoryview), an object with ``__dlpack__`` or ``__cuda_array_interface__``, and the lists
-    ``[buf, datatype]``, ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]`` and
-    ``[buf, count, displ, datatype]``. Returns None for derived or non-numeric datatypes,
+    ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
+    ``[buf, (count, displ), datatype]`` and ``[buf, count, displ, datatype]``. A count is per
+    block: a buffer of ``blocks`` blocks (the receive buffer of Allgather, ...) spans
+    ``blocks * count`` elements. Returns None for derived or non-numeric datatypes,
     non-contiguous memory and dtypes outside :data:`SUPPORTED_DTYPES`.
+
+    Raises:
+        ValueError: count and displacement past the end of the memory.
     """
     if type(spec) is np.ndarray and spec.flags.c_contiguous and spec.dtype in _SUPPORTED:
         return Buffer(spec.reshape(-1))        # the common case, first
-    count = displ = None
-    datatype = None
-    obj = spec
-    if isinstance(spec, (list, tuple)):
-        if len(spec) == 2:
-            obj, datatype = spec
-        elif len(spec) == 3:
-            obj, count, datatype = spec
-            if isinstance(count, tuple):
-                if len(count) != 2:
-                    return None
-                count, displ = count
-        elif len(spec) == 4:
-            obj, count, displ, datatype = spec
-        else:
-            return None
-        if not isinstance(datatype, MPI.Datatype):
-            return None
+    parts = _unpack(spec, vector=False)
+    if parts is None:
+        return None
+    obj, count, displ, datatype = parts
+    if not (_is_int(count) or count is None) or not (_is_int(displ) or displ is None):
+        return None
+    typed = _typed(obj, datatype)
+    if typed is None:
+        return None
+    arr, device, host = typed
+    lo = index(displ or 0)
+    hi = lo + index(count) * blocks if count is not None else arr.size
+    if lo < 0 or hi < lo or hi > arr.size:
+        what = f"{blocks} x {count}" if blocks > 1 else f"{count}"
+        raise ValueError(f"expecting count + displacement <= {arr.size} elements in {name}, got {what} + {lo}")
+    return Buffer(arr[lo:hi], device, host)
+
+
+def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None:
+    """A vector buffer (Allgatherv, Alltoallv): the whole memory plus ``blocks`` counts and displacements.
+
+    mpi4py's forms: ``buf``, ``[buf, counts]``, ``[buf, (counts, displs)]``, ``[buf, datatype]``,
+    ``[buf, counts, datatype]``, ``[buf, (counts, displs), datatype]``,
+    ``[buf, counts, displs, datatype]``; counts None splits the buffer evenly (the first blocks
+    one longer), an int gives every block that count; displs None packs the blocks, an int
+    strides them. Returns None where :func:`as_array` would.
+
+    Raises:
+        ValueError: counts or displacements of the wrong length or sign, or a block past the end.
+    """
+    parts = _unpack(spec, vector=True)
+    if parts is None:
+        return None
+    obj, counts, displs, datatype = parts
+    typed = _typed(obj, datatype)
+    if typed is None:
+        return None
+    arr, device, host = typed
+    size = arr.size
+    if counts is None:
+        counts = [size // blocks + (size % blocks > i) for i in range(blocks)]
+    counts = _ints(counts, blocks, f"counts of {name}")
+    if displs is None:
+        displs = [sum(counts[:i]) for i in range(blocks)]
+    displs = _ints([index(displs) * i for i in range(blocks)] if _is_int(displs) else displs, blocks,
+                   f"displs of {name}")
+    for j, (c, d) in enumerate(zip(counts, displs)):
+        if c and d + c > size:
+            raise ValueError(f"expecting {name} to hold counts[{j}] = {c} elements at displs[{j}] = {d}, "
+                             f"got {size} elements")
+    return Buffer(arr, device, host, counts, displs)
+
+
+def to_device(buf: Buffer) -> None:
+    """Copy a GPU buffer's host copy (now holding the result) back to the GPU."""
+    if buf.device is not None:
+        buf.device.set(buf.host)
+
+
+# -- the parsers: one per method, mpi4py's arguments after the Env ------------------------------
+
+def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job | str:
+    """Allreduce: the count is sendbuf's (recvbuf's when in place); recvbuf holds at least that."""
+    ufunc = reduce_ufunc(op)
+    if ufunc is None:
+        return _OP
+    inplace = in_place(sendbuf)
+    rb = as_array(recvbuf, name="recvbuf")
+    sb = rb if inplace else as_array(sendbuf, name="sendbuf")
+    if rb is None or sb is None:
+        return _FORM
+    if why := _mismatch(sb, rb):
+        return why
+    count = sb.array.size
+    out = _out(rb, count, "recvbuf", "the send count")
+    if not inplace:
+        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+    return Job(Call("allreduce", env.size, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
+               ufunc, reduce_op_name(op), _dev(rb))
+
+
+def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> Job | str:
+    """Reduce: recvbuf is read at the root only; MPI.IN_PLACE (sendbuf) at the root."""
+    root = _root(root, env.size)
+    ufunc = reduce_ufunc(op)
+    if ufunc is None:
+        return _OP
+    at_root = env.rank == root
+    inplace = at_root and in_place(sendbuf)
+    if not at_root:
+        _given(sendbuf, "sendbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
+    elif in_place(recvbuf):
+        raise TypeError("expecting recvbuf as a buffer at the root, got None")
+    rb = as_array(recvbuf, name="recvbuf") if at_root else None
+    sb = rb if inplace else as_array(sendbuf, name="sendbuf")
+    if sb is None or (at_root and rb is None):
+        return _FORM
+    if rb is not None and (why := _mismatch(sb, rb)):
+        return why
+    count = sb.array.size
+    if at_root:
+        out = _out(rb, count, "recvbuf", "the send count")
+        if not inplace:
+            _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
+    else:
+        out = env.stage(sb.array.dtype, count)          # the templates' work space; never the user's
+    return Job(Call("reduce", env.size, count, root, in_place=inplace), out.dtype, out if inplace else sb.array,
+               out, ufunc, reduce_op_name(op), _dev(rb))
+
+
+def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
+    """Bcast: one buffer, read at the root, written elsewhere."""
+    root = _root(root, env.size)
+    b = as_array(buf, name="buf")
+    if b is None:
+        return _FORM
+    arr = b.array
+    if env.rank != root:
+        _out(b, arr.size, "buf", "")
+    elif not arr.flags.writeable:                      # the templates may rewrite the root's data
+        arr = env.stage(arr.dtype, arr.size)
+        np.copyto(arr, b.array)
+    return Job(Call("broadcast", env.size, arr.size, root), arr.dtype, arr, arr,
+               device=_dev(b) if env.rank != root else ())
+
+
+def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
+    """Allgather: recvbuf holds size blocks of the send count; in place, block ``rank`` is the input."""
+    n = env.size
+    inplace = in_place(sendbuf)
+    rb = as_array(recvbuf, n, "recvbuf")
+    sb = rb if inplace else as_array(sendbuf, name="sendbuf")
+    if rb is None or sb is None:
+        return _FORM
+    if why := _mismatch(sb, rb):
+        return why
+    block = _blocks(rb, n, "recvbuf")
+    count = block if inplace else sb.array.size
+    if block != count:
+        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
+                         f"{n} blocks of {block}")
+    out = _out(rb, n * count, "recvbuf", f"{n} blocks of the send count")
+    if not inplace:
+        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
+    return Job(Call("all_gather", n, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
+               device=_dev(rb))
+
+
+def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
+    """Gather: recvbuf (size blocks) is read at the root only; MPI.IN_PLACE (sendbuf) at the root."""
+    n = env.size
+    root = _root(root, n)
+    at_root = env.rank == root
+    inplace = at_root and in_place(sendbuf)
+    if not at_root:
+        _given(sendbuf, "sendbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
+    elif in_place(recvbuf):
+        raise TypeError("expecting recvbuf as a buffer at the root, got None")
+    rb = as_array(recvbuf, n, "recvbuf") if at_root else None
+    sb = rb if inplace else as_array(sendbuf, name="sendbuf")
+    if sb is None or (at_root and rb is None):
+        return _FORM
+    if rb is not None and (why := _mismatch(sb, rb)):
+        return why
+    if not at_root:
+        arr = sb.array
+        return Job(Call("gather", n, arr.size, root), arr.dtype, arr, arr[:0])
+    block = _blocks(rb, n, "recvbuf")
+    count = block if inplace else sb.array.size
+    if block != count:
+        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
+                         f"{n} blocks of {block}")
+    out = _out(rb, n * count, "recvbuf", f"{n} blocks of the send count")
+    if not inplace:
+        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to gather in place")
+    return Job(Call("gather", n, count, root, in_place=inplace), out.dtype, out if inplace else sb.array, out,
+               device=_dev(rb))
+
+
+def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
+    """Scatter: sendbuf (size blocks) is read at the root only; MPI.IN_PLACE (recvbuf) at the root."""
+    n = env.size
+    root = _root(root, n)
+    at_root = env.rank == root
+    inplace = at_root and in_place(recvbuf)
+    if not at_root:
+        _given(recvbuf, "recvbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
+    elif in_place(sendbuf):
+        raise TypeError("expecting sendbuf as a buffer at the root, got None")
+    sb = as_array(sendbuf, n, "sendbuf") if at_root else None
+    rb = None if inplace else as_array(recvbuf, name="recvbuf")
+    if (at_root and sb is None) or (not inplace and rb is None):
+        return _FORM
+    if sb is not None and rb is not None and (why := _mismatch(sb, rb)):
+        return why
+    if not at_root:
+        out = _out(rb, rb.array.size, "recvbuf", "")
+        return Job(Call("scatter", n, out.size, root), out.dtype, out[:0], out, device=_dev(rb))
+    count = _blocks(sb, n, "sendbuf")
+    if inplace:                 # the root's block stays where it is: receive it into staging
+        out = env.stage(sb.array.dtype, count)
+    else:
+        out = _out(rb, count, "recvbuf", "one block of sendbuf")
+        _apart(sb.array, out, "pass MPI.IN_PLACE as recvbuf at the root to leave the root's block in place")
+    return Job(Call("scatter", n, count, root), out.dtype, sb.array[:n * count], out, device=_dev(rb))
+
+
+def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job | str:
+    """Reduce_scatter_block: sendbuf holds size blocks; in place, recvbuf holds them and gets block ``rank``."""
+    n = env.size
+    ufunc = reduce_ufunc(op)
+    if ufunc is None:
+        return _OP
+    inplace = in_place(sendbuf)
+    rb = as_array(recvbuf, n if inplace else 1, "recvbuf")
+    sb = rb if inplace else as_array(sendbuf, n, "sendbuf")
+    if rb is None or sb is None:
+        return _FORM
+    if why := _mismatch(sb, rb):
+        return why
+    count = _blocks(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
+    if inplace:
+        out = _out(rb, n * count, "recvbuf", "")
+        return Job(Call("reduce_scatter", n, count, in_place=True), out.dtype, out, out, ufunc,
+                   reduce_op_name(op), _dev(rb))
+    out = _out(rb, count, "recvbuf", "one block of sendbuf")
+    _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), _dev(rb))
+
+
+def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[int] | None = None,
+                   op: MPI.Op = MPI.SUM) -> Job | str:
+    """Reduce_scatter: equal counts run ReduceScatter, uneven ones ReduceScatterV.
+
+    recvcounts None (not in place) gathers every rank's recvbuf size, as mpi4py does.
+    """
+    n, rank = env.size, env.rank
+    ufunc = reduce_ufunc(op)
+    if ufunc is None:
+        return _OP
+    inplace = in_place(sendbuf)
+    rb = as_array(recvbuf, name="recvbuf")
+    sb = rb if inplace else as_array(sendbuf, name="sendbuf")
+    if rb is None or sb is None:
+        return _FORM
+    if why := _mismatch(sb, rb):
+        return why
+    if recvcounts is None:
+        if inplace:
+            raise ValueError("expecting recvcounts with MPI.IN_PLACE (recvbuf then holds the input), got None")
+        counts = tuple(env.allgather(rb.array.size))
+    else:
+        counts = _ints(recvcounts, n, "recvcounts")
+    total, mine = sum(counts), counts[rank]
+    src = "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf"
+    if sb.array.size < total:
+        raise ValueError(f"expecting {src} to hold at least sum(recvcounts) = {total} elements, got {sb.array.size}")
+    out = _out(rb, total, "recvbuf", "sum(recvcounts) with MPI.IN_PLACE") if inplace else \
+        _out(rb, mine, "recvbuf", f"recvcounts[{rank}]")
+    if not inplace:
+        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+    dev = _dev(rb)
+    if len(set(counts)) == 1:
+        call = Call("reduce_scatter", n, mine, in_place=inplace)
+        return Job(call, out.dtype, out if inplace else sb.array[:total], out, ufunc, reduce_op_name(op), dev)
+    inp = sb.array[:total]
+    if inplace:                 # ReduceScatterV has no in-place form: stage the input
+        inp = env.stage(out.dtype, total)
+        np.copyto(inp, out)
+        out = out[:mine]
+    return Job(Call("reduce_scatter_v", n, counts=counts), out.dtype, inp, out, ufunc, reduce_op_name(op), dev)
+
+
+def allgatherv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
+    """Allgatherv (HCCL's AllGatherV): recvbuf is ``[buf, counts, displs, datatype]`` or a shorter form."""
+    n, rank = env.size, env.rank
+    inplace = in_place(sendbuf)
+    rv = as_vector(recvbuf, n, "recvbuf")
+    sb = rv if inplace else as_array(sendbuf, name="sendbuf")
+    if rv is None or sb is None:
+        return _FORM
+    if why := _mismatch(sb, rv):
+        return why
+    call = Call("all_gather_v", n, counts=rv.counts, displs=rv.displs)
+    out = _out(rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
+    lo, k = rv.displs[rank], rv.counts[rank]
+    if inplace:                 # AllGatherV has no in-place form: stage this rank's block
+        inp = env.stage(out.dtype, k)
+        np.copyto(inp, out[lo:lo + k])
+    else:
+        inp = sb.array
+        if inp.size != k:
+            raise ValueError(f"expecting sendbuf to hold counts[{rank}] = {k} elements (recvbuf's count for "
+                             f"this rank), got {inp.size}")
+        _apart(inp, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
+    return Job(call, out.dtype, inp, out, device=_dev(rv))
+
+
+def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
+    """Alltoall: both buffers hold size blocks; in place, recvbuf's blocks are sent and replaced."""
+    n = env.size
+    inplace = in_place(sendbuf)
+    rb = as_array(recvbuf, n, "recvbuf")
+    sb = rb if inplace else as_array(sendbuf, n, "sendbuf")
+    if rb is None or sb is None:
+        return _FORM
+    if why := _mismatch(sb, rb):
+        return why
+    count = _blocks(sb, n, "sendbuf")
+    block = _blocks(rb, n, "recvbuf")
+    if block != count:
+        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (sendbuf's block), got "
+                         f"{n} blocks of {block}")
+    out = _out(rb, n * count, "recvbuf", "")
+    inp = sb.array
+    if inplace:                 # AllToAll has no in-place form: stage the blocks to send
+        inp = env.stage(out.dtype, out.size)
+        np.copyto(inp, out)
+    else:
+        _apart(inp, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
+    return Job(Call("alltoall", n, count), out.dtype, inp, out, device=_dev(rb))
+
+
+def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
+    """Alltoallv: one small allgather of every rank's counts and displacements builds the matrix."""
+    n, rank = env.size, env.rank
+    inplace = in_place(sendbuf)
+    rv = as_vector(recvbuf, n, "recvbuf")
+    sv = rv if inplace else as_vector(sendbuf, n, "sendbuf")
+    if rv is None or sv is None:
+        return _FORM
+    if why := _mismatch(sv, rv):
+        return why
+    out = _out(rv, rv.array.size, "recvbuf", "")
+    if not inplace:
+        _apart(sv.array, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
+    rows = env.allgather((sv.counts, sv.displs, rv.counts, rv.displs))
+    matrix = tuple(row[0] for row in rows)
+    for j, row in enumerate(rows):
+        for i, got in enumerate(row[2]):
+            if got != matrix[i][j]:
+                raise ValueError(f"expecting rank {j}'s recvbuf counts[{i}] = {matrix[i][j]} (what rank {i} sends "
+                                 f"it), got {got}")
+    if any(_overlap(row[1], row[0]) for row in rows):
+        return "send blocks that overlap (MPI allows them; pyhccl's plans do not)"
+    call = Call("alltoallv", n, matrix=matrix, sdispls=tuple(row[1] for row in rows),
+                rdispls=tuple(row[3] for row in rows))
+    inp = sv.array
+    if inplace:                 # AllToAllV has no in-place form: stage the blocks to send
+        inp = env.stage(out.dtype, call.input_count(rank))
+        np.copyto(inp, out[:inp.size])
+    return Job(call, out.dtype, inp, out, device=_dev(rv))
+
+
+def barrier(env: Env) -> Job:
+    """Barrier: the barrier op on a one-element uint8 token, reduced with bitwise OR."""
+    return Job(Call("barrier", env.size), np.dtype(np.uint8), np.ones(1, np.uint8), np.zeros(1, np.uint8),
+               np.bitwise_or)
+
+
+#: The parser of each Communicator method.
+PARSERS: dict[str, Callable[..., Job | str]] = {
+    "Allreduce": allreduce, "Reduce": reduce, "Bcast": bcast, "Allgather": allgather, "Gather": gather,
+    "Scatter": scatter, "Reduce_scatter_block": reduce_scatter_block, "Reduce_scatter": reduce_scatter,
+    "Allgatherv": allgatherv, "Alltoall": alltoall, "Alltoallv": alltoallv, "Barrier": barrier,
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+def _root(root: Any, n: int) -> int:
+    if isinstance(root, bool) or not isinstance(root, Integral):
+        raise TypeError(f"expecting root as an int, got {type(root).__name__}")
+    if not 0 <= root < n:
+        raise ValueError(f"expecting root in range(comm.size) = range({n}), got {root}")
+    return int(root)
+
+
+def _given(spec: Any, name: str, where: str) -> None:
+    if in_place(spec):
+        raise TypeError(f"expecting {name} as a buffer {where}, got {spec!r}")
+
+
+def _mismatch(a: Buffer, b: Buffer) -> str:
+    da, db = a.array.dtype, b.array.dtype
+    return "" if da == db else f"send dtype {da} differs from receive dtype {db}"
+
+
+def _out(buf: Buffer, count: int, name: str, what: str) -> np.ndarray:
+    """The first ``count`` elements of a buffer pyhccl writes: big enough and writable."""
+    arr = buf.array
+    if arr.size < count:
+        raise ValueError(f"expecting {name} to hold at least {count} elements ({what}), got {arr.size}")
+    if not arr.flags.writeable:
+        raise ValueError(f"expecting a writable {name}, got a read-only buffer")
+    return arr[:count]
+
+
+def _apart(src: np.ndarray, dst: np.ndarray, fix: str) -> None:
+    if src.size and dst.size and np.may_share_memory(src, dst):
+        raise ValueError(f"sendbuf and recvbuf overlap; {fix}")
+
+
+def _blocks(buf: Buffer, n: int, name: str) -> int:
+    size = buf.array.size
+    if size % n:
+        raise ValueError(f"expecting {name} to hold {n} equal blocks (one per rank), got {size} elements; "
+                         "give the block's count as [buf, count, datatype]")
+    return size // n
+
+
+def _ints(values: Any, n: int, name: str) -> tuple[int, ...]:
+    try:
+        out = tuple(index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"expecting {name} as a sequence of {n} ints, got {values!r}") from None
+    if len(out) != n or any(v < 0 for v in out):
+        raise ValueError(f"expecting {name}: {n} non-negative ints (one per rank), got {list(out)}")
+    return out
+
+
+def _overlap(displs: Sequence[int], counts: Sequence[int]) -> bool:
+    spans = sorted((d, d + c) for d, c in zip(displs, counts) if c)
+    return any(lo < hi for (_, hi), (lo, _) in zip(spans, spans[1:]))
+
+
+def _dev(buf: Buffer | None) -> tuple[Buffer, ...]:
+    return (buf,) if buf is not None and buf.device is not None else ()
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, Integral) and not isinstance(x, bool)
+
+
+def _is_datatype(x: Any) -> bool:
+    return isinstance(x, (MPI.Datatype, str))
+
+
+def _unpack(spec: Any, vector: bool) -> tuple[Any, Any, Any, Any] | None:
+    """``(buffer, count(s), displ(s), datatype)`` of an mpi4py message, or None for another form.
+
+    mpi4py reads a list as (count, displ) in a simple message, only a tuple as (counts, displs)
+    in a vector one.
+    """
+    if not isinstance(spec, (list, tuple)):
+        return spec, None, None, None
+    pair = tuple if vector else (tuple, list)
+    if len(spec) == 2:
+        obj, x = spec
+        if _is_datatype(x):
+            return obj, None, None, x
+        if isinstance(x, pair):
+            return (obj, *x, None) if len(x) == 2 else None
+        return obj, x, None, None
+    if len(spec) == 3:
+        obj, x, datatype = spec
+        if isinstance(x, pair):
+            return (obj, *x, datatype) if len(x) == 2 else None
+        return obj, x, None, datatype
+    if len(spec) == 4:
+        return spec[0], spec[1], spec[2], spec[3]
+    return None
+
+
+def _typed(obj: Any, datatype: Any) -> tuple[np.ndarray, Any, np.ndarray | None] | None:
+    """``obj``'s memory as a flat array of ``datatype`` (or of its own type): (array, device, host)."""
+    if datatype is not None and not _is_datatype(datatype):
+        return None
     base = _flat(obj)
     if base is None:
         return None
     arr, device = base
+    host = arr if device is not None else None
     if datatype is not None:
         dtype = _mpi_dtype(datatype)
         if dtype is None or arr.nbytes % dtype.itemsize:
@@ -113,15 +617,11 @@ def as_array(spec: Any) -> Buffer | None:
         arr = arr.view(np.uint8).view(dtype)
     if arr.dtype not in _SUPPORTED:
         return None
-    lo = displ or 0
-    hi = lo + count if count is not None else arr.size
-    if lo < 0 or hi > arr.size:
-        raise ValueError(f"expecting count + displacement <= {arr.size} elements in the buffer, got {count} + {lo}")
-    return Buffer(arr[lo:hi], device)
+    return arr, device, host
 
 
 def _flat(obj: Any) -> tuple[np.ndarray, Any] | None:
-    """A 1-D view of ``obj``'s memory with its own dtype, plus the GPU array if any."""
+    """A 1-D view of ``obj``'s memory with its own dtype, plus the GPU array's flat view if any."""
     if isinstance(obj, np.ndarray):
         arr = obj
     elif hasattr(obj, "__cuda_array_interface__"):
@@ -148,7 +648,7 @@ def _flat(obj: Any) -> tuple[np.ndarray, Any] | None:
 
 
 def _from_gpu(obj: Any) -> tuple[np.ndarray, Any] | None:
-    """GPU memory: a host copy and the device array to copy results back into (cupy)."""
+    """GPU memory: a host copy and the device array's flat view to copy results back into (cupy)."""
     try:
         import cupy
     except ImportError:
@@ -156,10 +656,16 @@ def _from_gpu(obj: Any) -> tuple[np.ndarray, Any] | None:
     dev = cupy.asarray(obj)
     if not (dev.flags.c_contiguous or dev.flags.f_contiguous):
         return None
-    return cupy.asnumpy(dev).reshape(-1, order="A"), dev
+    flat = dev.reshape(-1, order="A")
+    return cupy.asnumpy(flat), flat
 
 
-def _mpi_dtype(datatype: MPI.Datatype) -> np.dtype | None:
+def _mpi_dtype(datatype: MPI.Datatype | str) -> np.dtype | None:
+    if isinstance(datatype, str):
+        try:
+            datatype = MPI.Datatype.fromcode(datatype)
+        except (KeyError, ValueError):
+            return None
     if datatype == MPI.DATATYPE_NULL or not datatype.is_predefined or datatype.py2f() in _NOT_NUMERIC:
         return None
     if _bfloat16 is not None and datatype == getattr(MPI, "BFLOAT16_T", None):

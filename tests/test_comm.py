@@ -1,4 +1,4 @@
-"""The Communicator in one process: settings, DLPack buffers, fallbacks, the bench's exit status."""
+"""The Communicator in one process: settings, every method on one rank, argument errors, fallbacks, the bench."""
 
 import numpy as np
 import pytest
@@ -6,6 +6,7 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl.bench import main as bench_main
+from pyhccl.plan.api import NotRunnableError, flat_names
 
 
 class DLPackOnly:
@@ -85,5 +86,197 @@ def test_bench_exits_nonzero_on_wrong_data(monkeypatch, capsys):
 
 
 def test_bench_usage(capsys):
-    assert bench_main(["allgather"], MPI.COMM_SELF) == 2
-    assert "unknown benchmark 'allgather'; valid: allreduce" in capsys.readouterr().err
+    assert bench_main(["allgatherx"], MPI.COMM_SELF) == 2
+    assert "unknown benchmark 'allgatherx'; valid: allreduce" in capsys.readouterr().err
+
+
+# -- every method on one rank: results, forms, argument errors ---------------------------------
+
+SELF = MPI.COMM_SELF
+
+
+def comm(**kw):
+    return pyhccl.Communicator(SELF, **kw)
+
+
+def test_every_method_runs_on_one_rank():
+    c = comm()
+    x = np.arange(6, dtype=np.float32)
+    out = np.zeros(6, np.float32)
+    for call in (lambda: c.Allreduce(x, out), lambda: c.Reduce(x, out), lambda: c.Allgather(x, out),
+                 lambda: c.Gather(x, out), lambda: c.Scatter(x, out), lambda: c.Alltoall(x, out),
+                 lambda: c.Reduce_scatter_block(x, out), lambda: c.Reduce_scatter(x, out, [6]),
+                 lambda: c.Reduce_scatter(x, out), lambda: c.Allgatherv(x, [out, [6]]),
+                 lambda: c.Alltoallv([x, [6]], [out, [6]])):
+        out[:] = 0
+        call()
+        assert np.array_equal(out, x)
+    buf = x.copy()
+    c.Bcast(buf)
+    c.Barrier()
+    for call in (lambda: c.Allreduce(None, buf), lambda: c.Reduce(MPI.IN_PLACE, buf), lambda: c.Allgather(None, buf),
+                 lambda: c.Gather(None, buf), lambda: c.Scatter(buf, MPI.IN_PLACE),
+                 lambda: c.Reduce_scatter_block(None, buf), lambda: c.Reduce_scatter(None, buf, [6]),
+                 lambda: c.Allgatherv(None, [buf, [6]]), lambda: c.Alltoall(None, buf),
+                 lambda: c.Alltoallv(None, [buf, [6]])):
+        call()
+        assert np.array_equal(buf, x)
+    assert c.fallbacks == 0 and c.last_selection is not None
+
+
+def test_forced_name_of_another_op_leaves_this_op_to_selection(monkeypatch):
+    monkeypatch.setenv("PYHCCL_ALGO", "AicpuAllGatherSoleNHR")
+    c = comm(topo="1x1x1")
+    out = np.zeros(4, np.float32)
+    c.Allgather(np.ones(4, np.float32), out)
+    assert c.last_selection.algorithm == "AicpuAllGatherSoleNHR" and c.last_selection.source == "override"
+    c.Allreduce(np.ones(4, np.float32), out)
+    assert c.last_selection.source != "override" and np.array_equal(out, np.ones(4))
+    t = comm(algo="Pairwise")                       # AlltoAll's template: the other ops select
+    t.Alltoall(np.ones(4, np.float32), out)
+    assert t.last_selection is None
+    t.Allreduce(np.ones(4, np.float32), out)
+    assert t.last_selection is not None
+    g = comm(algo="allgather:sole{nhr}")            # HCCL_ALGO grammar: steers AllGather only
+    g.Bcast(out)
+    g.Allgather(np.ones(4, np.float32), out)
+    assert g.last_selection.source == "cost"
+
+
+def test_gather_has_no_selector_and_runs_the_first_template():
+    c = comm()
+    out = np.zeros(3)
+    c.Gather(np.ones(3), out)
+    assert c.last_selection is None and np.array_equal(out, np.ones(3))
+
+
+def test_selected_algorithm_that_does_not_run_falls_back_to_a_template(monkeypatch, caplog):
+    real = pyhccl.comm.build_plan
+
+    def hccl_unrunnable(call, name, rank, groups=None, **kw):
+        if name not in flat_names(call.op):
+            raise NotRunnableError(f"{name} is not runnable in this test")
+        return real(call, name, rank, groups, **kw)
+
+    monkeypatch.setattr(pyhccl.comm, "build_plan", hccl_unrunnable)
+    c = comm()
+    out = np.zeros(5, np.int64)
+    with caplog.at_level("INFO", logger="pyhccl"):
+        c.Allgather(np.arange(5), out)
+    assert np.array_equal(out, np.arange(5))
+    assert f"runs pyhccl's {flat_names('all_gather')[0]} template" in caplog.text
+    assert any("pyhccl runs its" in note for note in c.last_selection.notes)
+    forced = comm(algo="AicpuAllGatherSoleNHR")
+    with pytest.raises(RuntimeError, match="AllGather of 5 x int64 cannot run: NotRunnableError: "
+                                           "AicpuAllGatherSoleNHR is not runnable"):
+        forced.Allgather(np.arange(5), out)
+
+
+class TwoRanks:
+    """A private communicator whose allgather reports a second rank with another answer."""
+
+    def __init__(self, other):
+        self.other = other
+
+    def allgather(self, mine):
+        return [mine, self.other(mine)]
+
+
+@pytest.mark.parametrize("other, match", [
+    (lambda o: ("0" * 16, "AllGather of 9 x float64", *o[2:]),
+     "ranks disagree on the AllGather call; rank 0: AllGather of 4 x float64; rank 1: AllGather of 9"),
+    (lambda o: (*o[:2], "AicpuAllGatherSoleMesh", *o[3:]),
+     "cannot run: ranks chose different algorithms: rank 0: .*; rank 1: AicpuAllGatherSoleMesh"),
+    (lambda o: (*o[:3], "error", "ValueError: broken"),
+     "AllGather of 4 x float64 cannot run: rank 1: ValueError: broken"),
+])
+def test_ranks_that_disagree_fail_together(other, match):
+    c = comm(topo="1x1x1")
+    c._pcomm = TwoRanks(other)
+    with pytest.raises((ValueError, RuntimeError), match=match):
+        c.Allgather(np.ones(4), np.zeros(4))
+
+
+def test_barrier_token_and_scan_forward():
+    c = comm()
+    c.Barrier()
+    out = np.zeros(2)
+    c.Scan(np.ones(2), out)                        # not pyhccl's: the wrapped communicator's
+    assert np.array_equal(out, np.ones(2)) and c.fallbacks == 0
+
+
+def test_unsupported_forms_fall_back():
+    c = comm()
+    z = np.ones(3, np.complex128)
+    out = np.zeros(3, np.complex128)
+    c.Allgather(z, out)
+    c.Bcast(z)
+    c.Alltoall([z, MPI.C_DOUBLE_COMPLEX], [out, MPI.C_DOUBLE_COMPLEX])
+    c.Reduce(np.ones(3, np.int32), np.zeros(3, np.int32), MPI.BAND)
+    assert c.fallbacks == 4
+
+
+RO = np.zeros(8)
+RO.flags.writeable = False
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda c: c.Bcast(np.zeros(2), 1), ValueError, r"expecting root in range\(comm.size\) = range\(1\), got 1"),
+    (lambda c: c.Reduce(np.zeros(2), np.zeros(2), root=-1), ValueError, r"expecting root in range\(comm.size\)"),
+    (lambda c: c.Gather(np.zeros(2), np.zeros(2), root="0"), TypeError, "expecting root as an int, got str"),
+    (lambda c: c.Reduce(np.zeros(2), None), TypeError, "expecting recvbuf as a buffer at the root, got None"),
+    (lambda c: c.Gather(np.zeros(2), None), TypeError, "expecting recvbuf as a buffer at the root, got None"),
+    (lambda c: c.Scatter(None, np.zeros(2)), TypeError, "expecting sendbuf as a buffer at the root, got None"),
+    (lambda c: c.Reduce(np.zeros(8), np.zeros(4)), ValueError, r"expecting recvbuf to hold at least 8 elements "
+                                                                r"\(the send count\), got 4"),
+    (lambda c: c.Reduce(np.zeros(8), RO), ValueError, "expecting a writable recvbuf, got a read-only buffer"),
+    (lambda c: c.Bcast(RO), None, None),
+    (lambda c: c.Allgather(np.zeros(3), np.zeros(4)), ValueError,
+     r"expecting recvbuf to hold 1 blocks of 3 elements \(the send count\), got 1 blocks of 4"),
+    (lambda c: c.Gather(np.zeros(3), np.zeros(2)), ValueError, "expecting recvbuf to hold 1 blocks of 3 elements"),
+    (lambda c: c.Allgather(RO[:4], RO[4:]), ValueError, "expecting a writable recvbuf"),
+    (lambda c: c.Scatter(np.zeros(4), np.zeros(2)), ValueError, r"expecting recvbuf to hold at least 4 elements "
+                                                                 r"\(one block of sendbuf\), got 2"),
+    (lambda c: c.Reduce_scatter_block(np.zeros(4), np.zeros(2)), ValueError,
+     "expecting recvbuf to hold at least 4 elements"),
+    (lambda c: c.Reduce_scatter(MPI.IN_PLACE, np.zeros(4)), ValueError,
+     r"expecting recvcounts with MPI.IN_PLACE \(recvbuf then holds the input\), got None"),
+    (lambda c: c.Reduce_scatter(np.zeros(3), np.zeros(4), [4]), ValueError,
+     r"expecting sendbuf to hold at least sum\(recvcounts\) = 4 elements, got 3"),
+    (lambda c: c.Reduce_scatter(np.zeros(4), np.zeros(4), [4, 0]), ValueError,
+     r"expecting recvcounts: 1 non-negative ints \(one per rank\), got \[4, 0\]"),
+    (lambda c: c.Reduce_scatter(np.zeros(4), np.zeros(4), ["a"]), TypeError,
+     "expecting recvcounts as a sequence of 1 ints"),
+    (lambda c: c.Allgatherv(np.zeros(2), [np.zeros(4), [3]]), ValueError,
+     r"expecting sendbuf to hold counts\[0\] = 3 elements \(recvbuf's count for this rank\), got 2"),
+    (lambda c: c.Allgatherv(np.zeros(2), [np.zeros(4), ([2], [3])]), ValueError,
+     r"expecting recvbuf to hold counts\[0\] = 2 elements at displs\[0\] = 3, got 4 elements"),
+    (lambda c: c.Allgatherv(np.zeros(2), [np.zeros(4), [-1]]), ValueError,
+     r"expecting counts of recvbuf: 1 non-negative ints"),
+    (lambda c: c.Alltoall(np.zeros(2), np.zeros(3)), ValueError,
+     r"expecting recvbuf to hold 1 blocks of 2 elements \(sendbuf's block\), got 1 blocks of 3"),
+    (lambda c: c.Alltoallv([np.zeros(2), [2]], [RO, [2]]), ValueError, "expecting a writable recvbuf"),
+    (lambda c: c.Allreduce([np.zeros(8, np.float32), (4, 6), MPI.FLOAT], np.zeros(4, np.float32)), ValueError,
+     r"expecting count \+ displacement <= 8 elements in sendbuf, got 4 \+ 6"),
+    (lambda c: c.Allgather(np.zeros(2), [np.zeros(8), 3, 6, MPI.DOUBLE]), ValueError,
+     r"expecting count \+ displacement <= 8 elements in recvbuf, got 3 \+ 6"),
+])
+def test_argument_errors_name_the_argument(call, exc, match):
+    c = comm()
+    if exc is None:
+        call(c)                                     # a read-only root buffer is only read
+        return
+    with pytest.raises(exc, match=match):
+        call(c)
+
+
+@pytest.mark.parametrize("method, args", [
+    ("Allreduce", lambda b: (b, b)), ("Reduce", lambda b: (b, b)), ("Allgather", lambda b: (b, b)),
+    ("Gather", lambda b: (b, b)), ("Scatter", lambda b: (b, b)), ("Reduce_scatter_block", lambda b: (b, b)),
+    ("Reduce_scatter", lambda b: (b, b, [8])), ("Allgatherv", lambda b: (b, [b, [8]])),
+    ("Alltoall", lambda b: (b, b)), ("Alltoallv", lambda b: ([b, [8]], [b, [8]])),
+])
+def test_overlapping_buffers_need_in_place(method, args):
+    buf = np.zeros(8)
+    with pytest.raises(ValueError, match="sendbuf and recvbuf overlap; pass MPI.IN_PLACE as (send|recv)buf"):
+        getattr(comm(), method)(*args(buf))

@@ -12,7 +12,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.opspec import get_opspec
+from pyhccl.opspec import Call, get_opspec
 from pyhccl.ops import SUPPORTED_DTYPES
 
 pytestmark = pytest.mark.mpi
@@ -38,7 +38,7 @@ def exact_input(dtype, count, rank, op, seed=0):
 def reference(dtype, count, size, op, seed=0):
     """The OpSpec's numpy reference: every rank's input folded in rank order."""
     inputs = [exact_input(dtype, count, r, op, seed) for r in range(size)]
-    return ALLREDUCE.reference(inputs, OPS[op][1])[0]
+    return ALLREDUCE.reference(Call("allreduce", size, count), inputs, OPS[op][1])[0]
 
 
 def agree(comm, ok):
@@ -59,25 +59,31 @@ class BaseAllreduce:
         n = self.COMM.Get_size()
         return sorted({0, 1, max(n - 1, 1), n, 13, 1031})
 
+    def cases(self, shift=0):
+        """Every (dtype, op) pair once, the counts turning with ``shift``, plus every count for float32 SUM."""
+        counts = self.counts()
+        pairs = [(d, op) for d in SUPPORTED_DTYPES for op in OPS]
+        return [(d, op, counts[(i + shift) % len(counts)]) for i, (d, op) in enumerate(pairs)] + \
+            [("float32", "sum", k) for k in counts]
+
     @pytest.mark.parametrize("algo", ALGOS)
     def test_every_dtype_and_op_exact(self, algo):
         comm = self.make(algo)
         rank, size = self.COMM.Get_rank(), self.COMM.Get_size()
         bad = []
-        for dname, dtype in SUPPORTED_DTYPES.items():
-            for op, (mop, _) in OPS.items():
-                for count in self.counts():
-                    want = reference(dtype, count, size, op)
-                    x = exact_input(dtype, count, rank, op)
-                    out = np.full(count, 77, dtype)
-                    comm.Allreduce(x, out, mop)
-                    if not np.array_equal(out, want):
-                        bad.append((dname, op, count, "out-of-place"))
-                    if not np.array_equal(x, exact_input(dtype, count, rank, op)):
-                        bad.append((dname, op, count, "sendbuf modified"))
-                    comm.Allreduce(MPI.IN_PLACE, x, mop)
-                    if not np.array_equal(x, want):
-                        bad.append((dname, op, count, "in-place"))
+        for dname, op, count in self.cases(ALGOS.index(algo)):
+            dtype, mop = SUPPORTED_DTYPES[dname], OPS[op][0]
+            want = reference(dtype, count, size, op)
+            x = exact_input(dtype, count, rank, op)
+            out = np.full(count, 77, dtype)
+            comm.Allreduce(x, out, mop)
+            if not np.array_equal(out, want):
+                bad.append((dname, op, count, "out-of-place"))
+            if not np.array_equal(x, exact_input(dtype, count, rank, op)):
+                bad.append((dname, op, count, "sendbuf modified"))
+            comm.Allreduce(MPI.IN_PLACE, x, mop)
+            if not np.array_equal(x, want):
+                bad.append((dname, op, count, "in-place"))
         assert agree(self.COMM, not bad), bad[:10]
 
     @pytest.mark.parametrize("algo", ALGOS)
@@ -239,15 +245,14 @@ class TestWorldNative(BaseAllreduce):
         comm = self.COMM
         rank, size = comm.Get_rank(), comm.Get_size()
         bad = []
-        for dname, dtype in SUPPORTED_DTYPES.items():
+        for dname, op, count in self.cases():
             if dname in ("float16", "bfloat16"):
                 continue                  # MPICH has no reductions for these
-            for op, (mop, _) in OPS.items():
-                for count in self.counts():
-                    out = np.empty(count, dtype)
-                    comm.Allreduce(exact_input(dtype, count, rank, op), out, mop)
-                    if not np.array_equal(out, reference(dtype, count, size, op)):
-                        bad.append((dname, op, count))
+            dtype = SUPPORTED_DTYPES[dname]
+            out = np.empty(count, dtype)
+            comm.Allreduce(exact_input(dtype, count, rank, op), out, OPS[op][0])
+            if not np.array_equal(out, reference(dtype, count, size, op)):
+                bad.append((dname, op, count))
         assert agree(comm, not bad), bad[:10]
 
     def test_random_floats_bitwise_identical_across_ranks(self, algo, dname):

@@ -5,6 +5,9 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
+from pyhccl.algo import registry
+from pyhccl.opspec import Call
+from pyhccl.plan.api import NotRunnableError, build_plan, hccl_names
 from pyhccl.select import select_for
 
 pytestmark = pytest.mark.mpi
@@ -35,9 +38,29 @@ def test_selected_algorithms_run_on_2x4():
     assert "CcuSchedAllReduceSequenceMeshMesh" in seen and "CcuSchedAllReduceSoleMesh" in seen
 
 
+def unrunnable_allreduce(c, count):
+    """AllReduce names whose attributes admit 1x2x4 but whose plan raises NotRunnableError on some rank."""
+    rank, layout = c.Get_rank(), c.topology.layout
+    mine = set()
+    for name in hccl_names("allreduce"):
+        try:
+            select_for("AllReduce", c.topology.info, count * 4, np.dtype(np.float32), "sum", algo=name)
+        except ValueError:
+            continue
+        groups = layout.algo_groups(rank, len(registry.get(name).levels))
+        try:
+            build_plan(Call("allreduce", c.Get_size(), count), name, rank, groups, uniform=layout.uniform)
+        except NotRunnableError:
+            mine.add(name)
+    return sorted(set.union(*map(set, c.allgather(sorted(mine)))))
+
+
 @pytest.mark.skipif(WORLD.Get_size() != 8, reason="the 1x2x4 layout needs 8 ranks")
-def test_unrunnable_choice_fails_on_every_rank():
-    c = pyhccl.Communicator(WORLD, topo="1x2x4", algo="AicpuAllReduceParallelMeshNHR")
-    with pytest.raises(RuntimeError, match="AicpuAllReduceParallelMeshNHR.*does not run in pyhccl yet"):
+def test_unrunnable_forced_choice_fails_on_every_rank():
+    names = unrunnable_allreduce(pyhccl.Communicator(WORLD, topo="1x2x4"), 64)
+    if not names:
+        pytest.skip("every AllReduce algorithm that applies to 1x2x4 runs")
+    c = pyhccl.Communicator(WORLD, topo="1x2x4", algo=names[0])
+    with pytest.raises(RuntimeError, match=f"AllReduce of 64 x float32 cannot run: .*NotRunnableError: .*{names[0]}"):
         c.Allreduce(np.ones(64, np.float32), np.empty(64, np.float32))
     WORLD.Barrier()
