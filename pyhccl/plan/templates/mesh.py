@@ -17,6 +17,8 @@ __all__ = [
     "allreduce_mesh_one_shot",
     "allreduce_mesh_two_shot",
     "allreduce_mesh_chunk",
+    "reduce_scatter_mesh_chunk",
+    "mesh_chunk_sizes",
 ]
 
 
@@ -59,7 +61,7 @@ def reduce_scatter_mesh(group: tuple[int, ...], pos: int, slices: Slices, *, buf
 
 
 def all_gather_mesh(group: tuple[int, ...], pos: int, slices: Slices, *,
-                    buf: Buf = Buf.OUTPUT) -> list[Step]:
+                    buf: Buf = Buf.OUTPUT, scratch: int = 0) -> list[Step]:
     """Mesh AllGather in place on ``slices``: slice ``pos`` goes to every peer at once.
 
     HCCL ins_temp_all_gather_mesh_1D.cc: one round, peer p = (pos+k) mod N for k = 1..N-1;
@@ -144,6 +146,65 @@ def allreduce_mesh_chunk(group: tuple[int, ...], pos: int, data: Region, *, scra
     return steps + all_gather_mesh(group, pos, slices, buf=data.buf)
 
 
+def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, *, buf: Buf = Buf.OUTPUT,
+                              scratch: int = 0, align: int = 1) -> list[Step]:
+    """Mesh ReduceScatter "MeshChunk" in place on ``slices``: N-1 rounds, each touching every peer once.
+
+    HCCL ins_temp_reduce_scatter_mesh_1D_meshchunk.cc. Slice j is cut into N-1 chunks (see
+    :func:`mesh_chunk_sizes`; a strided slice piece by piece, as HCCL's repeatNum loop).
+    Round s = 0..N-2, chunk i = 0..N-2: m = s+i+1, plus one when m >= N; chunk i of slice
+    (pos-m) goes to position pos-m, chunk i of my slice comes from pos+m and is reduced into it. Over the N-1 rounds every peer sends each chunk of my slice
+    once; every round uses all N-1 links with one chunk each. Bytes sent: all slices but mine.
+    Scratch: my slice's size (chunk i of every round lands at its own offset).
+
+    Args:
+        group: ranks of the group. pos: my index in it.
+        slices: one slice per position, in ``buf``.
+        scratch: scratch offset of the mirror.
+        align: chunk alignment in elements (HCCL aligns chunks to 4 KiB: 4096 // itemsize).
+    """
+    n = len(group)
+    if n == 1 or slices.total == 0:
+        return []
+    k = n - 1
+    regs = [slices.region(buf, j) for j in range(n)]
+    cuts = [_chunk_spans(r.count if r is not None else 0, k, align) for r in regs]
+    mine = regs[pos]
+    steps = []
+    for s in range(k):
+        xfer, local = [], []
+        for i in range(k):
+            m = s + i + 1
+            m += m >= n
+            to, frm = (pos - m) % n, (pos + m) % n
+            off, c = cuts[to][i]
+            if c:
+                xfer.append(send(group[to], _within(regs[to], off, c)))
+            off, c = cuts[pos][i]
+            if c:
+                rx = _within(mine, off, c)
+                scr = Region(Buf.SCRATCH, scratch + off * mine.repeat, c * mine.repeat)
+                xfer.append(recv(group[frm], scr))
+                local.append(reduce(rx, scr))
+        steps.append(Step(tuple(xfer), tuple(local)))
+    return steps
+
+
+def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
+    """Sizes of the k chunks of a ``count``-element slice in the MeshChunk ReduceScatter.
+
+    HCCL ins_temp_reduce_scatter_mesh_1D_meshchunk.cc (RunReduceScatter), in elements:
+    a = floor(count/k) rounded down to a multiple of ``align``; when k >= 2 and a > 0 the
+    first k-1 chunks hold a and the last the remainder; otherwise the first count mod k
+    chunks hold floor(count/k)+1 and the rest floor(count/k) (small slices, and k = 1).
+    """
+    a = count // k // align * align
+    if k >= 2 and a > 0:
+        return [a] * (k - 1) + [count - a * (k - 1)]
+    b, big = divmod(count, k)
+    return [b + 1] * big + [b] * (k - big)
+
+
 def _chunk(slices: Slices, buf: Buf, j: int, q: int, k: int) -> Region | None:
     """Chunk ``q`` of ``k`` of slice ``j``: the first ``count mod k`` chunks hold one more element."""
     r = slices.region(buf, j)
@@ -152,3 +213,19 @@ def _chunk(slices: Slices, buf: Buf, j: int, q: int, k: int) -> Region | None:
     base, extra = divmod(r.count, k)
     c = base + (q < extra)
     return Region(buf, r.offset + q * base + min(q, extra), c) if c else None
+
+
+def _chunk_spans(count: int, k: int, align: int) -> list[tuple[int, int]]:
+    """``(offset, size)`` of each chunk of a ``count``-element slice (:func:`mesh_chunk_sizes`)."""
+    out, off = [], 0
+    for c in mesh_chunk_sizes(count, k, align):
+        out.append((off, c))
+        off += c
+    return out
+
+
+def _within(r: Region, off: int, count: int) -> Region:
+    """Elements ``[off, off+count)`` of every piece of ``r``."""
+    if r.repeat == 1:
+        return Region(r.buf, r.offset + off, count)
+    return Region(r.buf, r.offset + off, count, r.repeat, r.stride)

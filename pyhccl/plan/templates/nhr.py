@@ -13,7 +13,8 @@ from ..ir import Buf, Region, Step, copy, reduce
 from ..slices import Slices
 from ._common import exchange, reduce_in_rank_order, scratch_slot
 
-__all__ = ["nhr_step_count", "reduce_scatter_nhr", "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce"]
+__all__ = ["nhr_step_count", "reduce_scatter_nhr", "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce",
+           "reduce_scatter_nhr_aicpu_reduce"]
 
 
 def nhr_step_count(n: int) -> int:
@@ -45,7 +46,7 @@ def reduce_scatter_nhr(group: tuple[int, ...], pos: int, slices: Slices, *, buf:
 
 
 def all_gather_nhr(group: tuple[int, ...], pos: int, slices: Slices, *,
-                   buf: Buf = Buf.OUTPUT) -> list[Step]:
+                   buf: Buf = Buf.OUTPUT, scratch: int = 0) -> list[Step]:
     """NHR AllGather in place on ``slices``: the time-reversal of the ReduceScatter.
 
     Step s (d = 2^(S-1-s)): send to pos+d the k = floor((N-1+d)/(2d)) slices (pos - i*2d) mod N,
@@ -91,6 +92,41 @@ def allreduce_nhr_aicpu_reduce(group: tuple[int, ...], pos: int, data: Region, *
     steps = [Step(local=(copy(slots[pos], data),))]
     steps += all_gather_nhr(group, pos, Slices(scratch, n, c, n, 0), buf=Buf.SCRATCH)
     steps.append(Step(local=tuple(reduce_in_rank_order(data, slots, pos))))
+    return steps
+
+
+def reduce_scatter_nhr_aicpu_reduce(group: tuple[int, ...], pos: int, slices: Slices, *, buf: Buf = Buf.OUTPUT,
+                                    scratch: int = 0) -> list[Step]:
+    """NHR ReduceScatter with a CPU-side reduce: N sequential NHR AllGather passes, N*ceil(log2 N) steps.
+
+    HCCL ins_temp_reduce_scatter_aicpu_reduce_nhr.cc: pass j copies my slice j into scratch slot
+    ``pos``, gathers every position's slice j into slots 0..N-1 with the NHR AllGather, then
+    position j reduces the N slots into its slice j (HCCL: own first, then t = 0..N-1;
+    pyhccl: in rank order, as :func:`allreduce_nhr_aicpu_reduce`). Passes of empty slices are
+    skipped (every position knows every slice's size). Bytes sent: (N-1) * total.
+    Scratch: N slots of slice j's size, reused by every pass.
+    """
+    n = len(group)
+    if n == 1 or slices.total == 0:
+        return []
+    steps: list[Step] = []
+    pending: tuple = ()                 # local ops that must run before the next pass sends
+    for j in range(n):
+        c = slices.count(j)
+        if not c:
+            continue
+        mine = slices.region(buf, j)
+        slots = [scratch_slot(scratch, t, c, c) for t in range(n)]
+        pending += (copy(slots[pos], mine),)
+        if steps:
+            last = steps[-1]
+            steps[-1] = Step(last.transfers, last.local + pending)
+        else:
+            steps.append(Step(local=pending))
+        steps += all_gather_nhr(group, pos, Slices(scratch, n, c, n, 0), buf=Buf.SCRATCH)
+        pending = tuple(reduce_in_rank_order(mine, slots, pos)) if j == pos else ()
+    last = steps[-1]
+    steps[-1] = Step(last.transfers, last.local + pending)
     return steps
 
 

@@ -31,7 +31,7 @@ def reduce_scatter_ring(group: tuple[int, ...], pos: int, slices: Slices, *, buf
 
 
 def all_gather_ring(group: tuple[int, ...], pos: int, slices: Slices, *,
-                    buf: Buf = Buf.OUTPUT) -> list[Step]:
+                    buf: Buf = Buf.OUTPUT, scratch: int = 0) -> list[Step]:
     """Ring AllGather in place: step t = 1..N-1 sends slice (pos-t+1) right, receives (pos-t) from the left."""
     n = len(group)
     right, left = group[(pos + 1) % n], group[(pos - 1) % n]
