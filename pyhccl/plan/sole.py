@@ -32,7 +32,9 @@ TABLES: dict[str, dict[str, Callable]] = {
 
 
 def _cp(dst: Region, src: Region) -> list[Step]:
-    return [Step(local=(copy(dst, src),))] if dst.count and dst != src else []
+    """One step copying ``src`` to ``dst``; an empty step where there is nothing to copy, so
+    that ranks with an empty block stay in step with the others."""
+    return [Step(local=(copy(dst, src),))] if dst.count and dst != src else [Step()]
 
 
 def data_window(call: Call) -> int:
@@ -85,6 +87,8 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
         mine = sl.region(OUT, pos)
         if mine is not None and copies and not call.in_place:
             steps += _cp(mine, mine.moved(IN, -mine.offset + (lo if call.counts is None else 0)))
+        elif copies and not call.in_place:
+            steps.append(Step())
         return steps + template(group, pos, sl, buf=OUT, scratch=scratch)
     if op in ("reduce_scatter", "reduce_scatter_v"):
         total = max(call.input_count(r) for r in range(n))

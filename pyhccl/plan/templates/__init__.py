@@ -31,9 +31,12 @@ one slice per position, in ``buf``):
 from .alltoall import A2A
 from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
-                   reduce_scatter_mesh)
-from .nhr import all_gather_nhr, allreduce_nhr, allreduce_nhr_aicpu_reduce, nhr_step_count, reduce_scatter_nhr
-from .rhd import allreduce_rhd
+                   reduce_scatter_mesh, reduce_scatter_mesh_chunk)
+from .nb import all_gather_nb, allreduce_nb, reduce_scatter_nb
+from .nhr import (all_gather_nhr, allreduce_nhr, allreduce_nhr_aicpu_reduce, nhr_step_count, reduce_scatter_nhr,
+                  reduce_scatter_nhr_aicpu_reduce)
+from .ordered import allreduce_ordered, reduce_scatter_ordered_group, reduce_scatter_ordered_level1
+from .rhd import all_gather_rhd, allreduce_rhd, reduce_scatter_rhd
 from .ring import all_gather_ring, allreduce_ring, reduce_scatter_ring
 from .rooted import BCAST, GATHER, REDUCE, SCATTER
 
@@ -46,14 +49,22 @@ AR = {
     "NHRAicpuReduce": allreduce_nhr_aicpu_reduce,
     "Ring": allreduce_ring,
     "RHD": allreduce_rhd,
+    "NB": allreduce_nb,
+    "Ordered": allreduce_ordered,
 }
-RS = {"Mesh": reduce_scatter_mesh, "NHR": reduce_scatter_nhr, "Ring": reduce_scatter_ring}
-AG = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "Ring": all_gather_ring}
+RS = {"Mesh": reduce_scatter_mesh, "MeshChunk": reduce_scatter_mesh_chunk, "NHR": reduce_scatter_nhr,
+      "NHRAicpuReduce": reduce_scatter_nhr_aicpu_reduce, "NB": reduce_scatter_nb, "RHD": reduce_scatter_rhd,
+      "Ring": reduce_scatter_ring, "OrderedLevel1": reduce_scatter_ordered_level1,
+      "OrderedGroup": reduce_scatter_ordered_group}
+AG = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "NB": all_gather_nb, "RHD": all_gather_rhd,
+      "Ring": all_gather_ring}
 
 __all__ = [
     "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER",
     "all_gather_mesh", "allreduce_mesh_chunk", "allreduce_mesh_one_shot", "allreduce_mesh_two_shot", "reduce_scatter_mesh",
     "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce", "nhr_step_count", "reduce_scatter_nhr",
-    "allreduce_rhd",
+    "allreduce_rhd", "reduce_scatter_mesh_chunk", "reduce_scatter_nhr_aicpu_reduce", "reduce_scatter_nb",
+    "all_gather_nb", "allreduce_nb", "reduce_scatter_rhd", "all_gather_rhd", "reduce_scatter_ordered_level1",
+    "reduce_scatter_ordered_group", "allreduce_ordered",
     "all_gather_ring", "allreduce_ring", "reduce_scatter_ring",
 ]
