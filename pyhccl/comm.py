@@ -276,21 +276,22 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
     if failed:
         mine = detail if status == "error" else f"rank {failed[0][0]}: {failed[0][1]}"
         raise RuntimeError(f"{what} cannot run: {mine}")
-    names = [o[2] for o in outcome]
-    if len(set(names)) > 1:
-        detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
-        raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
-    falls = [(r, o[4]) for r, o in enumerate(outcome) if o[3] == "fallback"]
-    if falls:
+    falls = [(r, o[2], o[4]) for r, o in enumerate(outcome) if o[3] == "fallback"]
+    if falls:                           # a selected name that does not run somewhere: everyone's template
         flat = flat_names(call.op)
-        why = f"{name or 'selection'} does not run (rank {falls[0][0]}: {falls[0][1]})"
+        r, chosen, reason = falls[0]
+        why = f"{chosen or 'the selection'} does not run (rank {r}: {reason})"
         if not flat:
             log.info("pyhccl: %s goes to the wrapped communicator: %s", what, why)
             return (None, sel), None
         log.info("pyhccl: %s runs pyhccl's %s template: %s", what, flat[0], why)
         if sel is not None:
             sel = dataclasses.replace(sel, notes=sel.notes + (f"pyhccl runs its {flat[0]} template: {why}",))
-        name, plan = flat[0], _build(c, job, flat[0])
+        return (flat[0], sel), _build(c, job, flat[0])
+    names = [o[2] for o in outcome]
+    if len(set(names)) > 1:
+        detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
+        raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
     log.debug("pyhccl: %s -> %s", what, name)
     return (name, sel), plan
 

@@ -175,11 +175,14 @@ def test_selected_algorithm_that_does_not_run_falls_back_to_a_template(monkeypat
 class TwoRanks:
     """A private communicator whose allgather reports a second rank with another answer."""
 
-    def __init__(self, other):
-        self.other = other
+    def __init__(self, other, real=SELF):
+        self.other, self.real = other, real
 
     def allgather(self, mine):
         return [mine, self.other(mine)]
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 @pytest.mark.parametrize("other, match", [
@@ -195,6 +198,17 @@ def test_ranks_that_disagree_fail_together(other, match):
     c._pcomm = TwoRanks(other)
     with pytest.raises((ValueError, RuntimeError), match=match):
         c.Allgather(np.ones(4), np.zeros(4))
+
+
+def test_a_rank_whose_selection_does_not_run_takes_everyone_to_the_template(caplog):
+    c = comm(topo="1x1x1")
+    c._pcomm = TwoRanks(lambda o: (*o[:2], None, "fallback", "SelectionError: nothing matches"))
+    out = np.zeros(4)
+    with caplog.at_level("INFO", logger="pyhccl"):
+        c.Allgather(np.ones(4), out)        # one rank: the plan needs no peer
+    first = flat_names("all_gather")[0]
+    assert np.array_equal(out, np.ones(4)) and c.last_selection.notes[-1].startswith(f"pyhccl runs its {first}")
+    assert "(rank 1: SelectionError: nothing matches)" in caplog.text
 
 
 def test_barrier_token_and_scan_forward():
