@@ -270,6 +270,7 @@ _CONCUR_WEIGHTS = {
 
 def concur_weights(op: str, engine: str, n: int) -> tuple[int, int]:
     """w0:w1 for the Concur executor; default (N-1):4 (ins_v2_*_concurrent_executor.cc)."""
+    engine = {"CcuMs": "CcuMS"}.get(engine, engine)
     for key in ((op, engine), (op, "CCU" if engine.startswith("Ccu") else engine)):
         if key in _CONCUR_WEIGHTS:
             return _CONCUR_WEIGHTS[key]

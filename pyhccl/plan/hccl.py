@@ -237,7 +237,7 @@ def _rs_then_ag(call: Call, rank: int, rs: Callable, ag: Callable) -> list[Step]
 def _concur(call: Call, reg: Registration, rank: int, forms: Sequence[Form]) -> list[Step]:
     """The Concur executor: two templates over all ranks at once, data split w0 : w1 (§3.4)."""
     n = call.nranks
-    w0, w1 = ex.concur_weights(call.op, reg.engine.name if hasattr(reg.engine, "name") else str(reg.engine), n)
+    w0, w1 = ex.concur_weights(call.op, reg.parts.engine_prefix, n)
     everyone = tuple(range(n))
     f0, f1 = (_fn(f, reg, n) for f in forms)
     if call.op == "alltoallv":
@@ -363,14 +363,3 @@ def _bcast_levels(call, lv, fns, data, scratch):
     return phases
 
 
-
-def build_hccl_allreduce(name, executor, levels, rank, groups, count, in_place=False, *, uniform=True):
-    """Transitional: the communicator's former entry point (use pyhccl.plan.api.build_plan)."""
-    from ..algo import registry
-    from .ir import Plan
-    n = 1
-    for g in groups:
-        n *= len(g)
-    call = Call("allreduce", n, count, in_place=in_place)
-    return Plan(rank, tuple(build_registered(call, registry.get(name), rank, groups, uniform)),
-                (("op", "allreduce"), ("algo", name), ("nranks", n), ("count", count), ("in_place", in_place)))

@@ -69,7 +69,7 @@ class SimReport:
     nranks: int
     rounds: int
     max_elements_sent: int
-    atoms: int
+    atoms: int          # summed over the ranks' buffers
 
 
 def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = None, *, in_place: bool = False,
@@ -95,10 +95,12 @@ def _keys(n: int, seed: int) -> np.ndarray:
 
 
 class _Buffer:
-    """One buffer kind of every rank: atoms shared by all ranks, values per (rank, atom).
+    """One buffer of one rank: its atoms and a value per atom.
 
-    ``val[rank, atom]`` packs four int64 fields: number of contributions, sum of rank keys
-    (wrapping), bit set of ranks (N <= 64), input index its first element came from.
+    ``val[0, atom]`` packs four int64 fields: number of contributions, sum of rank keys
+    (wrapping), bit set of ranks (N <= 64), input index its first element came from. Each rank
+    has its own atom grid: a grid shared by all ranks would tie together regions of different
+    ranks that merely share offsets, and uneven slices would then split it element by element.
     """
 
     CARD, KEY, MASK, ORIGIN = range(4)
@@ -162,11 +164,11 @@ class _Buffer:
         return r.offset + piece * (r.stride or 0) + (stream - piece * r.count)
 
     def read(self, rank: int, idx) -> np.ndarray:
-        return self.val[rank, idx].copy()
+        return self.val[0, idx].copy()
 
     def write(self, rank: int, idx, v: np.ndarray, step: int) -> None:
-        self.val[rank, idx] = v
-        self.writer[rank, idx] = step
+        self.val[0, idx] = v
+        self.writer[0, idx] = step
 
 
 class _Sim:
@@ -187,48 +189,47 @@ class _Sim:
         if call.in_place:
             nout = max([nout] + [i + s for i, s in zip(ins, self.shift)])
         nscr = max((p.scratch_count() for p in plans), default=0)
-        bounds = self._bounds()
-        self.pairs: dict[tuple[Region, Region], tuple] = {}    # aligned atoms, valid until a split
+        self.pairs: dict[tuple, tuple] = {}    # aligned atoms, valid until a split
         self.splits = 0
-        self.bufs = {
-            Buf.INPUT: _Buffer("in", nin, n, bounds[Buf.INPUT], self.on_split),
-            Buf.OUTPUT: _Buffer("out", nout, n, bounds[Buf.OUTPUT], self.on_split),
-            Buf.SCRATCH: _Buffer("scr", nscr, n, bounds[Buf.SCRATCH], self.on_split),
-        }
-        first = self.bufs[Buf.OUTPUT if call.in_place else Buf.INPUT]
-        first.split(np.array(sorted({b for i, s in zip(ins, self.shift) for b in (s, s + i)}), np.int64))
-        for r in range(n):
+        self.bufs = []
+        for r, p in enumerate(plans):
+            bounds = self._bounds(p)
+            self.bufs.append({
+                Buf.INPUT: _Buffer("in", nin, 1, bounds[Buf.INPUT], self.on_split),
+                Buf.OUTPUT: _Buffer("out", nout, 1, bounds[Buf.OUTPUT], self.on_split),
+                Buf.SCRATCH: _Buffer("scr", nscr, 1, bounds[Buf.SCRATCH], self.on_split),
+            })
             if not ins[r]:
                 continue
+            first = self.bufs[r][Buf.OUTPUT if call.in_place else Buf.INPUT]
             init = first.atoms(Region(Buf.INPUT, self.shift[r], ins[r]))
-            first.val[r, init, _Buffer.CARD] = 1
-            first.val[r, init, _Buffer.ORIGIN] = first.starts[:-1][init] - self.shift[r]
-            first.val[r, init, _Buffer.KEY] = self.keys[r]
+            first.val[0, init, _Buffer.CARD] = 1
+            first.val[0, init, _Buffer.ORIGIN] = first.starts[:-1][init] - self.shift[r]
+            first.val[0, init, _Buffer.KEY] = self.keys[r]
             if self.use_mask:
-                first.val[r, init, _Buffer.MASK] = np.int64(1) << np.int64(r)
+                first.val[0, init, _Buffer.MASK] = np.int64(1) << np.int64(r)
         self.step = -1
 
-    def _bounds(self) -> dict[Buf, np.ndarray]:
-        """Every piece boundary the plans use, per buffer: the starting atoms.
+    def _bounds(self, p: Plan) -> dict[Buf, np.ndarray]:
+        """Every piece boundary plan ``p`` uses, per buffer: its rank's starting atoms.
 
         Strided regions are grouped by (stride, count, phase) and their piece ranges merged
         first, so that N ranks' overlapping strided slices expand once, not N times.
         """
         simple: dict[Buf, set] = {b: set() for b in Buf}
         families: dict[tuple, list] = defaultdict(list)
-        for p in self.plans:
-            for s in p.steps:
-                for a in s.transfers + s.local:
-                    for r in (a.src, a.dst):
-                        if r is None or not r.count:
-                            continue
-                        r = self.aliased(p.rank, r)
-                        buf = r.buf
-                        if r.repeat == 1:
-                            simple[buf].update((r.offset, r.offset + r.count))
-                        else:
-                            q, phase = divmod(r.offset, r.stride)
-                            families[(buf, r.stride, r.count, phase)].append((q, q + r.repeat))
+        for s in p.steps:
+            for a in s.transfers + s.local:
+                for r in (a.src, a.dst):
+                    if r is None or not r.count:
+                        continue
+                    r = self.aliased(p.rank, r)
+                    buf = r.buf
+                    if r.repeat == 1:
+                        simple[buf].update((r.offset, r.offset + r.count))
+                    else:
+                        q, phase = divmod(r.offset, r.stride)
+                        families[(buf, r.stride, r.count, phase)].append((q, q + r.repeat))
         out = {b: [np.fromiter(v, np.int64, len(v))] for b, v in simple.items()}
         for (buf, stride, count, phase), spans in families.items():
             spans.sort()
@@ -263,7 +264,7 @@ class _Sim:
 
     def addr(self, rank: int, r: Region):
         r = self.aliased(rank, r)
-        b = self.bufs[r.buf]
+        b = self.bufs[rank][r.buf]
         if r.end > b.size:
             raise self.fail(rank, f"region {r} is out of bounds ({b.name} holds {b.size} elements)")
         return b, b.lookup(r)[0]
@@ -271,7 +272,8 @@ class _Sim:
     def pair(self, rank_s: int, rs: Region, rank_d: int, rd: Region):
         """Aligned atom indices for moving ``rs`` (on rank_s) to ``rd`` (on rank_d)."""
         rs, rd = self.aliased(rank_s, rs), self.aliased(rank_d, rd)
-        hit = self.pairs.get((rs, rd))
+        key = (rank_s, rs, rank_d, rd)
+        hit = self.pairs.get(key)
         if hit is not None:
             return hit
         bs, ia = self.addr(rank_s, rs)
@@ -282,7 +284,7 @@ class _Sim:
             bs.split(bs.to_region_offsets(rs, both))
             bd.split(bd.to_region_offsets(rd, both))
             return self.pair(rank_s, rs, rank_d, rd)
-        hit = self.pairs[(rs, rd)] = (bs, ia, bd, ib)
+        hit = self.pairs[key] = (bs, ia, bd, ib)
         return hit
 
     def check_init(self, rank: int, v: np.ndarray, r: Region) -> None:
@@ -303,7 +305,7 @@ class _Sim:
         self.check_post()
         return SimReport(self.n, max((p.step_count for p in self.plans), default=0),
                          max((p.count_sent() for p in self.plans), default=0),
-                         sum(len(b.widths) for b in self.bufs.values()))
+                         sum(len(b.widths) for bufs in self.bufs for b in bufs.values()))
 
     def transfers(self, t: int) -> None:
         sends: dict[tuple[int, int], list[Region]] = defaultdict(list)
@@ -342,11 +344,11 @@ class _Sim:
             v = bs.read(src, ia)
             self.check_init(src, v, rs)
             moves.append((v, bd, ib, dst, rd))
-            bs.reader[src, ia] = t
+            bs.reader[0, ia] = t
         for val, bd, ib, dst, rd in moves:
-            if (bd.writer[dst, ib] == t).any():
+            if (bd.writer[0, ib] == t).any():
                 raise self.fail(dst, f"receives into {rd}, which another receive of this step also writes")
-            if (bd.reader[dst, ib] == t).any():
+            if (bd.reader[0, ib] == t).any():
                 raise self.fail(dst, f"receives into {rd}, which it sends in the same step")
             bd.write(dst, ib, val, t)
 
@@ -378,7 +380,6 @@ class _Sim:
         bd.write(rank, ib, val, self.step)
 
     def check_post(self) -> None:
-        out = self.bufs[Buf.OUTPUT]
         bad: list[Mismatch] = []
         cache: dict[frozenset, tuple] = {}
         for rank in range(self.n):
@@ -390,6 +391,7 @@ class _Sim:
                         if self.use_mask else np.int64(0)
                     cache[c.ranks] = (len(rk), key, mask)
                 card, key, mask = cache[c.ranks]
+                out = self.bufs[rank][Buf.OUTPUT]
                 idx = out.atoms(Region(Buf.OUTPUT, c.offset, c.count))
                 want_origin = out.starts[:-1][idx] + c.shift
                 got = out.read(rank, idx).T
@@ -405,7 +407,7 @@ class _Sim:
                                         self.describe(card, mask, c.shift),
                                         self.describe(int(got[0][j]), int(got[2][j]),
                                                       int(got[3][j] - out.starts[a]), key_ok=bool(got[1][j] == key)),
-                                        int(out.writer[rank, a])))
+                                        int(out.writer[0, a])))
             if len(bad) >= 32:
                 break
         if bad:
