@@ -119,8 +119,10 @@ class Levels:
 
     @classmethod
     def of(cls, rank: int, groups: Sequence[Sequence[int]], nranks: int, uniform: bool, name: str) -> Levels:
+        """This rank's levels; LayoutError unless the groups form HCCL's regular grid (which also
+        makes every rank's groups agree, whatever ``uniform`` says of the machine)."""
         lv = cls(rank, tuple(tuple(g) for g in groups))
-        if not uniform or math.prod(lv.dims) != nranks:
+        if math.prod(lv.dims) != nranks:
             raise LayoutError(f"{name} needs {len(groups)} levels of equal-size groups whose sizes multiply to "
                               f"{nranks} ranks; this layout has groups of sizes {lv.dims}"
                               f"{'' if uniform else ' and levels of unequal groups'}")

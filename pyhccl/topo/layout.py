@@ -10,6 +10,8 @@ index that a shorter server lacks).
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -95,6 +97,12 @@ class Layout:
         if nlevels == 1:
             return (tuple(range(self.nranks)),)
         g0, g1, g2 = self.groups_of(rank)
+        if nlevels == 2 and not self.uniform:
+            # servers of different sizes: level-0 groups cut to gcd(sizes) ranks (topo_host.cc CalcLevel1Nhr;
+            # hccl-templates.md §0.4); gcd 1 leaves one flat level-1 group, HCCL's "NHR-HCF"
+            l0 = math.gcd(*(len(g) for g in self.levels[0]))
+            start = rank - rank % l0
+            return tuple(range(start, start + l0)), tuple(range(rank % l0, self.nranks, l0))
         if nlevels == 2:
             dev = self.coords[rank].device
             return g0, tuple(r for r, c in enumerate(self.coords) if c.device == dev)
