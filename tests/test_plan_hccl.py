@@ -103,8 +103,16 @@ def test_detour_splits_each_peer_transfer_with_hccl_share():
 
 def test_not_runnable_layouts_fail_clearly():
     call = Call("allreduce", 6, 8)
-    with pytest.raises(NotRunnableError, match="equal-size groups"):
-        plans_for("CcuSchedAllReduceSequenceMeshMesh", "[[[0,1,2,3],[0,1]]]", call)
+    with pytest.raises(NotRunnableError, match="needs 3 levels of equal-size groups"):
+        plans_for("AicpuAllReduceSequenceMeshConcurNHRNHR", "[[[0,1,2,3],[0,1]]]", call)
     with pytest.raises(ValueError, match="unknown algorithm 'AicpuAllReduceSoleNHR' for all_gather"):
         build_plan(Call("all_gather", 2, 1), "AicpuAllReduceSoleNHR", 0)
     assert "point-to-point" in not_runnable_reason("AicpuSendSoleMesh")
+
+
+def test_two_levels_on_unequal_servers_cut_level0_to_the_gcd():
+    """4+2 devices: level-0 groups of gcd(4, 2) = 2 ranks, level 1 the same index (TopoMatchMultilevel)."""
+    lay = Layout(parse_topo("[[[0,1,2,3],[0,1]]]"))
+    assert lay.algo_groups(3, 2) == ((2, 3), (1, 3, 5))
+    call = Call("allreduce", 6, 101)
+    simulate(plans_for("CcuSchedAllReduceSequenceMeshMesh", "[[[0,1,2,3],[0,1]]]", call), call)
