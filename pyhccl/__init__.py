@@ -6,13 +6,14 @@
 
 from typing import TYPE_CHECKING
 
-from .plan import ALLREDUCE_ALGOS, Plan, build_allreduce, format_plans
+from .opspec import Call
+from .plan import ALLREDUCE_ALGOS, Plan, build_plan, format_plans
 from .run.sim import SimulationError, simulate
 
 if TYPE_CHECKING:
     from .comm import Communicator
 
-__all__ = ["Communicator", "ALLREDUCE_ALGOS", "Plan", "build_allreduce", "format_plans",
+__all__ = ["Communicator", "ALLREDUCE_ALGOS", "Call", "Plan", "build_plan", "format_plans",
            "SimulationError", "simulate"]
 __version__ = "0.1.0"
 

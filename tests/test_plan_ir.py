@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from pyhccl.plan import ALLREDUCE_ALGOS, Buf, Plan, Region, Step, build_allreduce
+from pyhccl.opspec import Call
+from pyhccl.plan import ALLREDUCE_ALGOS, Buf, Plan, Region, Step, build_plan
 from pyhccl.plan.ir import Action, copy, recv, reduce, send
 
 
@@ -53,14 +54,14 @@ def test_action_forms_round_trip():
 @pytest.mark.parametrize("n", [1, 4, 5])
 def test_plans_round_trip(algo, n):
     for r in range(n):
-        p = build_allreduce(algo, r, n, 11)
+        p = build_plan(Call("allreduce", n, 11), algo, r)
         assert Plan.from_dict(json.loads(json.dumps(p.to_dict()))) == p
         for st in p.steps:
             assert Step.parse(str(st)) == st
 
 
 def test_plan_reports():
-    p = build_allreduce("NHR", 0, 5, 10)
+    p = build_plan(Call("allreduce", 5, 10), "NHR", 0)
     assert p.step_count == 6                      # 2 * ceil(log2 5)
     assert p.count_sent() == 16                   # 8n/5 of the reference's worked example
     assert p.bytes_sent(4) == 64

@@ -5,7 +5,8 @@ from dataclasses import replace
 import pytest
 
 from pyhccl.opspec import get_opspec
-from pyhccl.plan import Buf, Plan, Region, Step, build_allreduce
+from pyhccl.opspec import Call
+from pyhccl.plan import Buf, Plan, Region, Step, build_plan
 from pyhccl.plan.ir import copy, recv, reduce, send
 from pyhccl.run.sim import SimulationError, simulate
 
@@ -13,7 +14,7 @@ AR = get_opspec("allreduce")
 
 
 def nhr(n=5, c=13):
-    return [build_allreduce("NHR", r, n, c) for r in range(n)]
+    return [build_plan(Call("allreduce", n, c), "NHR", r) for r in range(n)]
 
 
 def edit(plans, rank, step, transfers=None, local=None):
@@ -112,5 +113,5 @@ def test_misaligned_regions_are_split_not_rejected():
 
 def test_large_rank_count_is_region_based():
     n, c = 1024, 10**10
-    rep = simulate([build_allreduce("NHR", r, n, c) for r in range(n)], AR, c)
+    rep = simulate([build_plan(Call("allreduce", n, c), "NHR", r) for r in range(n)], AR, c)
     assert rep.rounds == 20 and rep.atoms <= 3 * n * n      # per rank: one atom per slice and buffer

@@ -1,12 +1,12 @@
 """Plan IR, slicing, templates and executors. Imports neither mpi4py nor pyhccl.run."""
 
-from .build import ALLREDUCE_ALGOS, HCCL_NAMES, build_all_gather, build_allreduce, build_reduce_scatter, resolve_algo
+from .api import NotRunnableError, algorithms, build_plan, flat_names, hccl_names, resolve_name
 from .format import format_plans
 from .ir import Action, Buf, Kind, Plan, Region, Step
-from .slices import Slices
+from .slices import Slices, VSlices
+from .templates import AR as ALLREDUCE_ALGOS
 
 __all__ = [
-    "Action", "Buf", "Kind", "Plan", "Region", "Step", "Slices", "format_plans",
-    "ALLREDUCE_ALGOS", "HCCL_NAMES", "resolve_algo",
-    "build_allreduce", "build_reduce_scatter", "build_all_gather",
+    "Action", "Buf", "Kind", "Plan", "Region", "Step", "Slices", "VSlices", "format_plans",
+    "ALLREDUCE_ALGOS", "NotRunnableError", "algorithms", "build_plan", "flat_names", "hccl_names", "resolve_name",
 ]
