@@ -135,7 +135,8 @@ def _fn(form: Form, reg: Registration, n: int) -> Callable:
         # level0DataRatio: 0.5, or 0.25 for AllGather/ReduceScatter on 2 ranks (SetchannelsPerRank, §2)
         ratio = 0.25 if n == 2 and form.role in ("AG", "RS") else 0.5
         shares = (ratio, 1 - ratio)
-    elif form.split == "multilink" or "MultiLink" in reg.name or "MultiJetty" in reg.name:
+    elif form.split == "multilink" or ("MultiLink" in reg.name or "MultiJetty" in reg.name) and "NHR" in form.name:
+        # several ports per peer on the CLOS (NHR) links; mesh levels keep their one direct link
         shares = MULTILINK_SHARES
     if not shares:
         return fn
@@ -173,7 +174,8 @@ def build_registered(call: Call, reg: Registration, rank: int, groups: Sequence[
         if kind in ("twoshot", "ordered"):
             if call.op != "allreduce":
                 return op_steps(call, _fn(forms[0][0], reg, n), rank, everyone)
-            return _rs_then_ag(call, rank, _fn(forms[0][0], reg, n), _fn(forms[0][1], reg, n))
+            return _rs_then_ag(call, rank, _fn(forms[0][0], reg, n), _fn(forms[0][1], reg, n),
+                               floor_tail=kind == "ordered")
         if kind == "concur":
             return _concur(call, reg, rank, forms[0])
         lv = Levels.of(rank, groups, n, uniform, reg.name)
@@ -223,13 +225,14 @@ def _staging(call: Call) -> int:
     return 0
 
 
-def _rs_then_ag(call: Call, rank: int, rs: Callable, ag: Callable) -> list[Step]:
-    """AllReduce as ReduceScatter then AllGather on one level, "ceil" slices (two-shot SplitData)."""
+def _rs_then_ag(call: Call, rank: int, rs: Callable, ag: Callable, *, floor_tail: bool = False) -> list[Step]:
+    """AllReduce as ReduceScatter then AllGather on one level: "ceil" slices (two-shot SplitData), or
+    "floor + tail" for the order-preserving executor (ins_v2_all_reduce_order_preserved_executor.cc)."""
     n, c = call.nranks, call.count
     steps = [] if call.in_place else ex.copy_step(Region(Buf.OUTPUT, 0, c), Region(Buf.INPUT, 0, c))
     if c == 0 or n == 1:
         return steps
-    sl = Slices.ceil(0, c, n)
+    sl = Slices.floor_tail(0, c, n) if floor_tail else Slices.ceil(0, c, n)
     group = tuple(range(n))
     return steps + rs(group, rank, sl, buf=Buf.OUTPUT, scratch=0) + ag(group, rank, sl, buf=Buf.OUTPUT, scratch=0)
 

@@ -127,8 +127,9 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
         mine = sl.region(buf, pos)
         extra = 0 if at_root else n * c
         if op == "gather":
-            if mine is not None and copies and not (call.in_place and at_root):
-                steps += _cp(mine, Region(IN, lo, w))
+            if copies:      # one step on every rank, empty at an in-place root
+                steps += _cp(mine, Region(IN, lo, w)) if mine is not None and not (call.in_place and at_root) \
+                    else [Step()]
             return steps + template(group, pos, root, sl, buf=buf, scratch=scratch + extra)
         steps += template(group, pos, root, sl, buf=buf, scratch=scratch + extra)
         if mine is not None:
