@@ -1,11 +1,12 @@
-"""Benchmark pieces that need no MPI job: flags, sizes, exact inputs, table."""
+"""Benchmark pieces that need no MPI job: flags, sizes, exact inputs, table, CSV."""
 
+import csv
 import io
 
 import numpy as np
 import pytest
 
-from pyhccl.bench.driver import Row, UsageError, fill, parse_args, sizes, write_rows
+from pyhccl.bench.driver import Row, UsageError, fill, parse_args, sizes, write_csv, write_rows
 from pyhccl.units import format_size, parse_size
 
 
@@ -22,6 +23,9 @@ def test_flags():
     assert (a.minbytes, a.maxbytes, a.stepfactor, a.iters, a.warmup) == (8, 1 << 20, 4, 3, 1)
     assert a.redops == ("sum", "prod", "max", "min") and a.dtypes == ("float64",)
     assert sizes(a, 8)[:3] == [8, 32, 128] and sizes(a, 8)[-1] == 512 << 10   # as nccl-tests: -e caps the ladder
+    assert sizes(a, 4, granularity=3)[:2] == [0, 24]      # whole blocks of N elements (AllGather's ladder)
+    b = parse_args("gather", ["-r", "2", "--topo", "1x2x2", "--csv", "out.csv"], "help")
+    assert (b.root, b.topo, b.csv) == (2, "1x2x2", "out.csv")
 
 
 @pytest.mark.parametrize("argv, match", [
@@ -31,6 +35,7 @@ def test_flags():
     (["-c", "2"], "expecting -c 0 or 1"),
     (["-n", "0"], "expecting -n >= 1"),
     (["--bogus"], "unrecognized arguments"),
+    (["--topo", "1x2"], "--topo: expecting PxSxD"),
 ])
 def test_bad_flags(argv, match):
     with pytest.raises(UsageError, match=match):
@@ -56,6 +61,17 @@ def test_fill_is_exact_in_any_order(redop, dtype):
         assert np.array_equal(fwd.astype(np.float64), np.sum([x.astype(np.float64) for x in xs], axis=0))
 
 
+def test_fill_without_a_reduce_op_tells_ranks_apart():
+    for dtype in ("int8", "float16", "float32"):
+        xs = []
+        for r in range(8):
+            x = np.empty(50, dtype)
+            fill(x, 0, r, None)
+            xs.append(x)
+        assert all(not np.array_equal(xs[i], xs[j]) for i in range(8) for j in range(i))
+        assert all(np.array_equal(x, x.astype(np.float64).astype(dtype)) for x in xs)    # exact values
+
+
 def test_table_has_nccl_tests_columns():
     out = io.StringIO()
     write_rows([Row(1024, 256, "float32", "sum", -1, 10.0, 0.1, 0.15, 0, 9.0, 0.11, 0.17, 0, "NHR", 5.0, 0.5)], out)
@@ -63,3 +79,14 @@ def test_table_has_nccl_tests_columns():
     for col in ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "algo", "ratio"):
         assert col in text
     assert "NHR" in text.splitlines()[-1]
+
+
+def test_missing_forms_print_dashes_and_csv_round_trips(tmp_path):
+    row = Row(96, 24, "float32", "none", 0, 12.5, 0.01, 0.005, 0, None, None, None, None, "auto:X", None, None)
+    out = io.StringIO()
+    write_rows([row], out)
+    line = out.getvalue().splitlines()[-1].split()
+    assert line[5:9] == ["12.50", "0.010", "0.005", "0"] and line[9:13] == ["-", "-", "-", "-"]
+    write_csv([row], tmp_path / "rows.csv")
+    got = list(csv.DictReader(open(tmp_path / "rows.csv")))
+    assert got[0]["size"] == "96" and got[0]["algo"] == "auto:X" and got[0]["ip_time_us"] == ""

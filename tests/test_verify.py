@@ -1,60 +1,181 @@
-"""``python -m pyhccl.verify``: rank ranges, the per-N lines, failures and usage errors."""
+"""pyhccl.verify: verify() on ops and machines, its statuses and argument errors, and the CLI."""
+
+import time
+from dataclasses import replace
 
 import pytest
 
-from pyhccl.verify import main, parse_ranks
+import pyhccl.verify.api as api
+from pyhccl.plan import Step
+from pyhccl.plan.api import NotRunnableError
+from pyhccl.verify import STATUSES, default_counts, main, parse_ranks, verify
+from pyhccl.verify.cases import LARGE_COUNT, calls, uneven_counts
 
 
-def test_parse_ranks():
+def test_parse_ranks_and_counts():
     assert parse_ranks("1-4") == [1, 2, 3, 4]
     assert parse_ranks("1,2,8-10") == [1, 2, 8, 9, 10]
+    assert parse_ranks("none") == []
     for bad in ("0-3", "5-2", "x"):
         with pytest.raises(ValueError, match="expecting"):
             parse_ranks(bad)
+    assert default_counts(8) == [0, 1, 7, 8, 9, 7919, LARGE_COUNT]
+    assert uneven_counts(6, "x") == uneven_counts(6, "x") != uneven_counts(6, "y")   # deterministic
 
 
-def test_prints_one_line_per_rank_count(capsys):
-    assert main(["allreduce", "--algo", "NHR", "--ranks", "1-6"]) == 0
-    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("allreduce NHR")]
-    assert len(lines) == 6 and all(": ok" in l for l in lines)
-    assert "rounds=6" in lines[4]                       # N = 5
-
-
-def test_other_ops_and_hccl_names(capsys):
-    assert main(["reduce_scatter", "--algo", "Mesh", "--ranks", "3", "--count", "5"]) == 0
-    assert main(["allgather", "--ranks", "2-3"]) == 0
-    assert main(["allreduce", "--algo", "AicpuAllReduceSoleNHR", "--ranks", "7", "--in-place"]) == 0
-
-
-@pytest.mark.parametrize("argv, match", [
-    (["broadcast"], "unknown collective"),
-    (["allreduce", "--algo", "NHRR"], "did you mean NHR"),
-    (["allreduce", "--ranks", "0"], "expecting rank counts >= 1"),
-    (["allgather", "--in-place"], "--in-place applies to allreduce only"),
+@pytest.mark.parametrize("op, topo, kw", [
+    ("AllReduce", "1x2x4", {}),                                     # HCCL's selection, two levels
+    ("AllReduce", "2x2x2", {"count": LARGE_COUNT}),                 # three levels, ten billion elements
+    ("AllGather", "[[[0,1,2,3],[0,1]]]", {"algo": "Ring"}),         # asymmetric, a pyhccl template
+    ("ReduceScatter", "1x1x5", {"algo": "AicpuReduceScatterSoleNHR", "count": 7}),
+    ("Broadcast", "1x2x4", {"root": 7, "count": 9}),
+    ("Reduce", "1x1x6", {"algo": "Ring", "root": 3, "in_place": True}),
+    ("gather", "1x1x5", {"algo": "NHR", "root": 2, "count": 3}),
+    ("Scatter", "1x1x4", {"count": 5, "dtype": "HIF8"}),
+    ("AllToAll", "1x1x3", {"count": 4}),
+    ("AllToAllV", "1x1x3", {"send_count_matrix": [[1, 0, 2], [3, 4, 0], [0, 5, 6]]}),
+    ("AllGatherV", "1x1x4", {"counts": [3, 1, 5, 2], "displs": [9, 0, 1, 6]}),
+    ("ReduceScatterV", "1x1x3", {}),                                 # uneven default counts
+    ("Barrier", [[[0, 1, 2]]], {}),                                  # TopoMeta lists
 ])
-def test_usage_errors(argv, match, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    assert e.value.code == 2 and match in capsys.readouterr().err
+def test_verify_ok(op, topo, kw):
+    res = verify(op, topo, **kw)
+    assert res.ok and res.status == "ok", res.error
+    assert res.algorithm and res.rounds is not None and res.bytes is not None and res.seconds >= 0
+    assert res.selected == ("algo" not in kw)
 
 
-def test_failure_exits_nonzero_naming_rank_step_region(monkeypatch, capsys):
-    from dataclasses import replace
+def test_verify_reports_bytes_in_the_dtype_size():
+    fp32 = verify("AllReduce", "1x1x4", algo="NHR", count=1000)
+    fp8 = verify("AllReduce", "1x1x4", algo="NHR", count=1000, dtype="FP8E4M3")
+    assert fp32.bytes == 4 * fp8.bytes > 0 and fp32.rounds == fp8.rounds
 
-    import pyhccl.verify as v
-    from pyhccl.plan import Step
 
-    real = v._OPS["allreduce"][1]
+def test_not_eligible_is_not_a_failure():
+    res = verify("AllReduce", "2x2x2", algo="CcuSchedAllReduceSoleMesh")
+    assert res.status == "not-eligible" and not res.ok
+    assert "topoLevelNums 3 > maxTopoLevelNum 2" in res.error
+    res = verify("AllReduce", "1x1x4", algo="CcuMSAllReduceSoleMesh", in_place=True)
+    assert res.status == "not-eligible" and "in-place" in res.error
+    res = verify("Gather", "1x1x4")
+    assert res.status == "not-eligible" and "HCCL has no Gather algorithms to select" in res.error
 
-    def broken(algo, rank, n, c, ip):
-        p = real(algo, rank, n, c, ip)
-        if rank == 1 and len(p.steps) > 2:
+
+def test_not_runnable_and_failed(monkeypatch):
+    real = api.build_plan
+
+    def not_runnable(call, algo, rank, groups=None, **kw):
+        raise NotRunnableError(f"algorithm {algo!r} does not run in pyhccl yet")
+
+    monkeypatch.setattr(api, "build_plan", not_runnable)
+    res = verify("AllReduce", "1x1x4", algo="AicpuAllReduceSoleNHR")
+    assert res.status == "not-runnable" and "does not run in pyhccl yet" in res.error
+
+    def broken(call, algo, rank, groups=None, **kw):        # rank 1 loses its last local op of step 2
+        p = real(call, algo, rank, groups, **kw)
+        if rank == 1:
             steps = list(p.steps)
             steps[2] = Step(steps[2].transfers, steps[2].local[:-1])
             p = replace(p, steps=tuple(steps))
         return p
 
-    monkeypatch.setitem(v._OPS, "allreduce", (v._OPS["allreduce"][0], broken))
-    assert main(["allreduce", "--algo", "NHR", "--ranks", "1-8"]) == 1
+    monkeypatch.setattr(api, "build_plan", broken)
+    res = verify("AllReduce", "1x1x8", algo="NHR", count=100)
+    assert res.status == "failed" and "rank" in res.error and "ERROR HERE" in res.error
+    assert set(STATUSES) == {"ok", "failed", "not-eligible", "not-runnable"}
+
+
+def test_timeout_counts_as_failed(monkeypatch):
+    monkeypatch.setattr(api, "simulate", lambda plans, call: time.sleep(5))
+    res = verify("AllReduce", "1x1x2", algo="NHR", timeout=0.2)
+    assert res.status == "failed" and "no result in 0.2 s" in res.error and res.seconds < 4
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    ({"op": "AllReduc"}, ValueError, "unknown collective 'AllReduc'"),
+    ({"algo": "NHRR"}, ValueError, "did you mean NHR"),
+    ({"root": 1}, ValueError, "expecting root only for a rooted op"),
+    ({"counts": [1, 2]}, ValueError, "expecting counts/displs only for AllGatherV"),
+    ({"topo": "1x2"}, ValueError, "expecting PxSxD"),
+    ({"dtype": "FP33"}, ValueError, "unknown dtype 'FP33'"),
+    ({"op": "Broadcast", "root": 9}, ValueError, r"expecting root in range\(4\)"),
+])
+def test_argument_errors_raise(kw, err, match):
+    args = {"op": "AllReduce", "topo": "1x1x4", **kw}
+    with pytest.raises(err, match=match):
+        verify(args.pop("op"), args.pop("topo"), **args)
+
+
+def test_sweep_calls_cover_roots_in_place_and_uneven_counts():
+    cs = calls("reduce", 5)
+    assert {c.root for c in cs} == {0, 2, 4} and {c.in_place for c in cs} == {False, True}
+    assert {c.count for c in cs} == set(default_counts(5))
+    v = calls("all_gather_v", 5)
+    assert any(LARGE_COUNT in c.counts for c in v) and any(0 in c.counts for c in v)
+    assert any(c.displs != tuple(sorted(c.displs)) for c in v)                # blocks out of rank order
+    assert len(calls("barrier", 3)) == 1
+    assert all(not c.in_place for c in calls("alltoall", 3))
+
+
+def test_cli_single_op_prints_one_line_per_rank_count(capsys):
+    assert main(["allreduce", "--algo", "NHR", "--ranks", "1-6", "-j", "1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("allreduce NHR")]
+    assert len(lines) == 6 and all(": ok" in line for line in lines)
+    assert "rounds=6" in lines[4]                       # N = 5
+
+
+def test_cli_single_op_with_hccl_names_and_topo(capsys):
+    assert main(["reduce_scatter", "--algo", "Mesh,AicpuReduceScatterSoleNHR", "--ranks", "3",
+                 "--count", "5", "-j", "1"]) == 0
+    assert main(["AllReduce", "--algo", "AicpuAllReduceSoleNHR", "--ranks", "none", "--topo", "1x2x2",
+                 "--in-place", "-j", "1"]) == 0
     out = capsys.readouterr().out
-    assert "FAIL" in out and "rank" in out and "step" in out and "out[" in out
+    assert "reduce_scatter Mesh n=3: ok  calls=2" in out and "reduce_scatter AicpuReduceScatterSoleNHR n=3: ok" in out
+    assert "allreduce AicpuAllReduceSoleNHR 1x2x2: ok" in out
+
+
+def test_cli_all_prints_the_summary_table(capsys):
+    assert main(["all", "--ranks", "2-3", "--topo", "1x2x2", "--op", "allreduce,Broadcast,alltoallv",
+                 "--algo", "NHR,Mesh,auto", "-j", "2"]) == 0
+    out = capsys.readouterr().out
+    head = out.splitlines()[0].split()
+    assert head == ["op", "algorithm", "topologies", "ranks", "calls", "result", "time"]
+    rows = {tuple(line.split()[:2]) for line in out.splitlines()[1:] if line and not line.startswith("#")}
+    assert {("allreduce", "NHR"), ("broadcast", "NHR"), ("alltoallv", "Mesh"), ("allreduce", "auto")} <= rows
+    assert "1x1xN 1x2x2" in out and "2-4" in out and "# all" in out and "passed" in out
+
+
+def test_cli_all_lists_not_runnable_names_and_fails_on_a_failure(monkeypatch, capsys):
+    real = api.build_plan
+
+    def patched(call, algo, rank, groups=None, **kw):
+        if algo == "Ring":
+            raise NotRunnableError("algorithm 'Ring' needs a working ring today")
+        p = real(call, algo, rank, groups, **kw)
+        if algo == "NHR" and rank == 1 and len(p.steps) > 2:
+            steps = list(p.steps)
+            steps[2] = Step(steps[2].transfers, steps[2].local[:-1])
+            p = replace(p, steps=tuple(steps))
+        return p
+
+    monkeypatch.setattr(api, "build_plan", patched)
+    assert main(["all", "--ranks", "4", "--topo", "none", "--op", "allreduce", "--algo", "templates",
+                 "-j", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "# not runnable (1 algorithms)" in out and "needs a working ring today" in out
+    assert "# FAIL allreduce NHR: 4 of 14 calls failed, on 1x1xN (N=4)" in out
+    assert "first: NHR on 1x1x4 (4 ranks), count=" in out and "ERROR HERE" in out and "# FAILED: 4 of" in out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["allreduc"], "unknown collective"),
+    (["allreduce", "--algo", "NHRR"], "did you mean NHR"),
+    (["allreduce", "--ranks", "0"], "expecting rank counts >= 1"),
+    (["alltoall", "--in-place"], "has no in-place form"),
+    (["allreduce", "--op", "allgather"], "--op applies to all"),
+    (["all", "--topo", "1x2"], "expecting"),
+])
+def test_usage_errors(argv, match, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and match in capsys.readouterr().err

@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import Callable, Sequence
 
 from mpi4py import MPI
 
-from . import allreduce
-from .driver import Row, UsageError, write_footer, write_json, write_rows
+from ..opspec import OPS
+from .collective import BENCH_OPS, run
+from .driver import Row, UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "run"]
 
-#: Commands by op name: ``run(comm, argv) -> (args, rows)``.
-COMMANDS: dict[str, Callable] = {"allreduce": allreduce.run}
+#: Commands by name: ``run(comm, argv) -> (args, rows)``.
+COMMANDS: dict[str, Callable] = {name: partial(run, name) for name in BENCH_OPS}
 
 _USAGE = f"usage: python -m pyhccl.bench {{{','.join(COMMANDS)}}} [options]   (-h for the options)"
 
 
 def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -> int:
-    """Run one benchmark; rank 0 prints. Returns the exit status (1 if any data was wrong)."""
+    """Run one benchmark; rank 0 prints. Returns the exit status (1 if any data was wrong, 2 on a usage error)."""
     comm = MPI.COMM_WORLD if comm is None else comm
     argv = list(sys.argv[1:] if argv is None else argv)
     rank = comm.Get_rank()
@@ -39,13 +41,18 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
     except SystemExit as e:            # -h
         return int(e.code or 0)
     if rank == 0:
-        print(f"# pyhccl.bench {argv[0]}: nranks {comm.Get_size()}, "
-              f"{MPI.Get_library_version().splitlines()[0].strip()}, iters {args.iters}, warmup {args.warmup}")
-        print("# time = slowest rank's mean; ratio = native MPI time / pyhccl out-of-place time")
+        n = comm.Get_size()
+        spec = OPS[BENCH_OPS[argv[0]].op]
+        mpi = MPI.Get_library_version().splitlines()[0].strip()
+        print(f"# pyhccl.bench {argv[0]}: nranks {n}, {mpi}, iters {args.iters}, warmup {args.warmup}"
+              + (f", topo {args.topo}" if args.topo else ""))
+        print(f"# time = slowest rank's mean; busbw = algbw x {spec.busbw_factor(n):.4g} (nccl-tests' factor for "
+              f"{spec.hccl} at N={n}); ratio = native MPI time / pyhccl out-of-place time")
         write_rows(rows)
         write_footer(rows)
+        meta = {"op": argv[0], "nranks": n, "mpi": mpi, "topo": args.topo}
         if args.json:
-            write_json(rows, args.json, {"op": argv[0], "nranks": comm.Get_size(),
-                                         "mpi": MPI.Get_library_version().splitlines()[0].strip()})
-    wrong = sum(r.wrong + r.ip_wrong for r in rows)
-    return 1 if wrong else 0
+            write_json(rows, args.json, meta)
+        if args.csv:
+            write_csv(rows, args.csv)
+    return 1 if count_wrong(rows) else 0

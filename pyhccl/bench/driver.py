@@ -8,10 +8,11 @@ run once and check with inputs whose exact result does not depend on reduction o
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Callable, Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ from .. import units
 from ..ops import SUPPORTED_DTYPES, dtype_by_name
 
 __all__ = ["BenchArgs", "Row", "parse_args", "parse_size", "sizes", "fill", "time_call", "write_rows",
-           "UsageError"]
+           "write_footer", "write_json", "write_csv", "count_wrong", "UsageError"]
 
 OPS = ("sum", "prod", "max", "min")
 
@@ -46,25 +47,33 @@ class BenchArgs:
     native: bool
     json: str | None
     seed: int
+    csv: str | None = None
+    topo: str | None = None
+    root: int = 0
 
 
 @dataclass
 class Row:
-    """One line of the table (nccl-tests' columns plus algorithm and native MPI)."""
+    """One line of the table (nccl-tests' columns plus algorithm and native MPI).
+
+    ``size`` and ``count`` are nccl-tests': the whole buffer (N blocks for AllGather,
+    ReduceScatter, AlltoAll, Gather, Scatter). Times are None where the form does not exist
+    (Bcast has no in-place form) or the communicator refused the call.
+    """
 
     size: int
     count: int
     type: str
     redop: str
     root: int
-    time_us: float
-    algbw: float
-    busbw: float
+    time_us: float | None
+    algbw: float | None
+    busbw: float | None
     wrong: int
-    ip_time_us: float
-    ip_algbw: float
-    ip_busbw: float
-    ip_wrong: int
+    ip_time_us: float | None
+    ip_algbw: float | None
+    ip_busbw: float | None
+    ip_wrong: int | None
     algo: str
     native_time_us: float | None
     ratio: float | None
@@ -87,7 +96,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> BenchArgs:
-    """nccl-tests' flags: -b -e -f -i -n -w -c -o -d, plus --algo, --no-native and --json."""
+    """nccl-tests' flags: -b -e -f -i -n -w -c -o -d -r, plus --algo, --topo, --no-native, --json and --csv."""
     p = _Parser(prog=f"python -m pyhccl.bench {op_name}", description=f"Benchmark {op_name}.")
     p.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", default="4M", help="largest size (default 4M)")
@@ -101,7 +110,11 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
                    help=f"dtype: {', '.join(SUPPORTED_DTYPES)} (or float, double, half, int), or all")
     p.add_argument("--algo", default="auto", help=algo_help)
     p.add_argument("--no-native", action="store_true", help="skip the native MPI measurement")
+    p.add_argument("-r", "--root", type=int, default=0, help="root of the rooted collectives (default 0)")
+    p.add_argument("--topo", default=None, metavar="SPEC",
+                   help="the machine to emulate, passed to pyhccl.Communicator(topo=...), e.g. 1x2x4")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON to FILE")
+    p.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV to FILE")
     p.add_argument("--seed", type=int, default=0, help="seed of the checked inputs (default 0)")
     a = p.parse_args(argv)
     minb, maxb = parse_size(a.minbytes), parse_size(a.maxbytes)
@@ -124,8 +137,14 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
         dtypes = tuple(str(dtype_by_name(d)) for d in dtypes)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if a.topo is not None:
+        from ..topo import parse_topo
+        try:
+            parse_topo(a.topo)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"--topo: {e}") from None
     return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
-                     redops, dtypes, a.algo, not a.no_native, a.json, a.seed)
+                     redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root)
 
 
 def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:
@@ -145,12 +164,18 @@ def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:
     return out
 
 
-def fill(arr: np.ndarray, seed: int, rank: int, redop: str) -> None:
+def fill(arr: np.ndarray, seed: int, rank: int, redop: str | None) -> None:
     """Small-integer values from (seed, rank, index): exact under any reduction order.
 
     SUM: -2..2 (0..4 unsigned); PROD: +-1 (1 or 2 unsigned, wrapping exactly); MAX/MIN: 0..4.
+    ``redop=None`` (ops that only move data): values that tell ranks apart, 0..126 for 1-byte
+    types and bfloat16 (exact to 256), 0..2038 otherwise (float16 is exact to 2048).
     """
     idx = np.arange(arr.size, dtype=np.int64)
+    if redop is None:
+        small = arr.dtype.itemsize == 1 or arr.dtype.name == "bfloat16"
+        arr[...] = ((seed * 31 + rank * 37 + idx * 13) % (127 if small else 2039)).astype(arr.dtype)
+        return
     v = (seed * 31 + rank * 7 + idx * 13) % 5
     signed = arr.dtype.kind != "u"
     if redop == "sum" and signed:
@@ -173,7 +198,7 @@ def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: i
 
 
 _HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<40} {:>9} {:>6}")
-_LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}  {:>9.2f} {:>8.3f} {:>8.3f} {:>6}"
+_LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}"
          "  {:<40} {:>9} {:>6}")
 
 
@@ -188,25 +213,43 @@ def write_rows(rows: list[Row], out=None, *, header: bool = True) -> None:
         print(_HEAD.format("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
                            "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(x)"), file=out)
     for r in rows:
-        nat = f"{r.native_time_us:.2f}" if r.native_time_us is not None else "-"
-        ratio = f"{r.ratio:.2f}" if r.ratio is not None else "-"
-        print(_LINE.format(r.size, r.count, r.type, r.redop, r.root, r.time_us, r.algbw, r.busbw, r.wrong,
-                           r.ip_time_us, r.ip_algbw, r.ip_busbw, r.ip_wrong, r.algo, nat, ratio), file=out)
+        print(_LINE.format(r.size, r.count, r.type, r.redop, r.root, _f(r.time_us, 2), _f(r.algbw, 3),
+                           _f(r.busbw, 3), r.wrong, _f(r.ip_time_us, 2), _f(r.ip_algbw, 3), _f(r.ip_busbw, 3),
+                           "-" if r.ip_wrong is None else r.ip_wrong, r.algo, _f(r.native_time_us, 2),
+                           _f(r.ratio, 2)), file=out)
     out.flush()
+
+
+def _f(x: float | None, digits: int) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
 
 
 def write_footer(rows: list[Row], out=None) -> None:
     """nccl-tests' closing lines, plus the geometric mean of the native ratios."""
     out = out or sys.stdout
-    wrong = sum(r.wrong + r.ip_wrong for r in rows)
+    wrong = count_wrong(rows)
     print(f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}", file=out)
-    if rows:
-        print(f"# Avg bus bandwidth    : {sum(r.busbw for r in rows) / len(rows):.4f}", file=out)
+    bws = [r.busbw for r in rows if r.busbw is not None]
+    if bws:
+        print(f"# Avg bus bandwidth    : {sum(bws) / len(bws):.4f}", file=out)
     ratios = [r.ratio for r in rows if r.ratio]
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         print(f"# Geomean ratio to native MPI (native time / pyhccl time) : {gm:.3f}", file=out)
     out.flush()
+
+
+def count_wrong(rows: list[Row]) -> int:
+    """#wrong over every row, out of place and in place."""
+    return sum(r.wrong + (r.ip_wrong or 0) for r in rows)
+
+
+def write_csv(rows: list[Row], path: str) -> None:
+    """The rows as CSV, one column per :class:`Row` field (empty where a value is None)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(Row)])
+        w.writeheader()
+        w.writerows(asdict(r) for r in rows)
 
 
 def write_json(rows: list[Row], path: str, meta: dict) -> None:

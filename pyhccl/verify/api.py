@@ -1,0 +1,313 @@
+"""verify(): one collective call on one emulated machine, every rank's plan through the simulator.
+
+The algorithm is the one HCCL selects for the machine (:mod:`pyhccl.select`) or a name given
+by the caller; a name whose declared attributes exclude the machine is "not-eligible", one
+whose executor pyhccl cannot build is "not-runnable", and only a plan set the simulator
+rejects (or a builder that crashes) is "failed".
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Sequence
+
+from ..algo import registry
+from ..algo.attrs import check_op, check_topo
+from ..algo.dtypes import DATATYPE_SIZE, parse_dtype, parse_reduce_op
+from ..algo.predicates import OpCall
+from ..opspec import HCCL_OPS, OPS, Call, canonical_op
+from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
+from ..run.sim import SimulationError, simulate
+from ..select import SelectionError, select_for
+from ..topo import Layout, TopoInfo, calc_topo_info, parse_topo
+from .cases import uneven_counts, uneven_matrix
+
+__all__ = ["VerifyResult", "STATUSES", "DEFAULT_COUNT", "verify", "make_call", "check", "machine", "Machine",
+           "hccl_op_name"]
+
+#: What a result can say: passed, the simulator (or a builder) found a fault, the attributes (or
+#: HCCL's selection) exclude the call, pyhccl cannot build the algorithm.
+STATUSES = ("ok", "failed", "not-eligible", "not-runnable")
+#: The count verify() uses when none is given (a prime: uneven slices everywhere).
+DEFAULT_COUNT = 1_000_003
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The outcome of one verified call.
+
+    Attributes:
+        status: one of :data:`STATUSES`; ``ok`` is ``status == "ok"``.
+        algorithm: the name that ran (or would have), None when selection found none.
+        error: why it is not ok: the simulator's report (with the plan grid), the attribute
+            that excludes the machine, or the builder's reason.
+        rounds: communication rounds of the slowest rank; bytes: most bytes one rank sends.
+        seconds: building and simulating, wall clock.
+        selected: the algorithm is HCCL's selection (``algo=None``).
+        notes: remarks that do not change the status (a soft check HCCL's policy would apply,
+            a selection whose attributes would reject it).
+    """
+
+    status: str
+    op: str
+    topo: str
+    nranks: int
+    algorithm: str | None
+    call: Call | None = None
+    error: str = ""
+    rounds: int | None = None
+    bytes: int | None = None
+    seconds: float = 0.0
+    selected: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def __str__(self) -> str:
+        head = f"{self.op} {self.algorithm or '-'} on {self.topo} ({self.nranks} ranks): {self.status}"
+        if self.ok:
+            return f"{head}, {self.rounds} rounds, {self.bytes} bytes sent by the busiest rank"
+        return f"{head}: {self.error.splitlines()[0] if self.error else ''}"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """An emulated machine: its spec text, layout, and the TopoInfo views the checks read.
+
+    ``infos`` holds rank 0's view on a symmetric machine (every rank's is alike) and every
+    rank's view otherwise (HCCL selects per rank; the ranks must agree).
+    """
+
+    text: str
+    layout: Layout
+    infos: tuple[TopoInfo, ...]
+
+    @property
+    def nranks(self) -> int:
+        return self.layout.nranks
+
+
+def machine(topo: Any) -> Machine:
+    """The :class:`Machine` for a spec (text such as ``"1x2x4"``, TopoMeta lists, a TopoSpec); cached."""
+    return _machine(topo if isinstance(topo, str) else parse_topo(topo).to_text())
+
+
+@lru_cache(maxsize=64)
+def _machine(text: str) -> Machine:
+    spec = parse_topo(text)
+    layout = Layout(spec)
+    ranks = range(layout.nranks) if not layout.uniform else range(1)
+    return Machine(spec.to_text(), layout, tuple(calc_topo_info(spec, r) for r in ranks))
+
+
+@lru_cache(maxsize=64)
+def _groups(text: str, nlevels: int) -> tuple:
+    layout = _machine(text).layout
+    return tuple(layout.algo_groups(r, nlevels) for r in range(layout.nranks))
+
+
+def hccl_op_name(op: str) -> str | None:
+    """HCCL's op type for ``op`` as the caller named it (AllToAllVC stays itself); None for Gather."""
+    key = str(op).replace("_", "").replace("-", "").lower()
+    if key == "alltoallvc":
+        return "AllToAllVC"
+    name = OPS[canonical_op(op)].hccl
+    return name if name in HCCL_OPS and registry.names(name) else None
+
+
+def make_call(op: str, nranks: int, *, count: int | None = None, root: int | None = None,
+              counts: Sequence[int] | None = None, displs: Sequence[int] | None = None,
+              send_count_matrix: Sequence[Sequence[int]] | None = None, in_place: bool = False) -> Call:
+    """The :class:`Call` for HCCL's arguments, with verify()'s defaults filled in.
+
+    Raises:
+        ValueError: an argument the op does not take, or a bad value (from :class:`Call`).
+    """
+    op = canonical_op(op)
+    spec = OPS[op]
+    if root is not None and not spec.rooted:
+        raise ValueError(f"expecting root only for a rooted op (Broadcast, Reduce, Gather, Scatter), got root={root} "
+                         f"for {spec.hccl}")
+    if (counts is not None or displs is not None) and spec.vector != "counts":
+        raise ValueError(f"expecting counts/displs only for AllGatherV and ReduceScatterV, got them for {spec.hccl}")
+    if send_count_matrix is not None and spec.vector != "matrix":
+        raise ValueError(f"expecting send_count_matrix only for AllToAllV/AllToAllVC, got it for {spec.hccl}")
+    if spec.vector == "counts":
+        if counts is None:
+            counts = (count,) * nranks if count is not None else uneven_counts(nranks, op)
+        return Call(op, nranks, counts=tuple(counts), displs=None if displs is None else tuple(displs))
+    if spec.vector == "matrix":
+        m = send_count_matrix
+        if m is None:
+            m = tuple((count,) * nranks for _ in range(nranks)) if count is not None else uneven_matrix(nranks, op)
+        return Call(op, nranks, matrix=tuple(tuple(row) for row in m))
+    return Call(op, nranks, DEFAULT_COUNT if count is None else count, root=root or 0, in_place=in_place)
+
+
+def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32", reduce_op: str | None = None,
+           root: int | None = None, algo: str | None = None, expansion_mode: str | None = None,
+           counts: Sequence[int] | None = None, displs: Sequence[int] | None = None,
+           send_count_matrix: Sequence[Sequence[int]] | None = None, in_place: bool = False,
+           device: str = "950", timeout: float | None = None) -> VerifyResult:
+    """Verify one collective call on an emulated machine in the simulator.
+
+    Args:
+        op: HCCL's op name ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce",
+            "Scatter", "AllToAll", "AllToAllV", "AllToAllVC", "AllGatherV", "ReduceScatterV",
+            "Barrier") or pyhccl's ("allreduce", "all_gather", "gather", ...).
+        topo: the machine: a spec such as ``"4x8x8"`` or ``"1x1x8;level0=mesh+clos"``, or
+            TopoMeta lists such as ``[[[0,1,2,3],[0,1]]]``.
+        count: HCCL's count (per-rank input of AllReduce, AllGather, Broadcast, Reduce; per-rank
+            output of ReduceScatter and Scatter; per-peer block of AllToAll); default
+            :data:`DEFAULT_COUNT`, and for the V ops uneven pseudo-random counts.
+        dtype: an HCCL dtype name ("FP32", "BFP16", "HIF8", "FP8E4M3", ...); only its size and
+            the attribute checks matter.
+        reduce_op: "sum" (default), "prod", "max" or "min".
+        root: the root of Broadcast, Reduce, Gather, Scatter (default 0).
+        algo: an HCCL algorithm name or one of pyhccl's templates for the op; None runs what
+            HCCL's selection picks for this machine and call.
+        expansion_mode: HCCL_OP_EXPANSION_MODE for the selection ("AI_CPU", "AIV", "CCU_MS", ...).
+        counts, displs: AllGatherV / ReduceScatterV per-rank counts and offsets.
+        send_count_matrix: AllToAllV(C): ``[i][j]`` elements from rank i to rank j.
+        in_place: the in-place form (HCCL's sendBuf == recvBuf).
+        device: the emulated device for the selection ("950", "960", "910_93").
+        timeout: give up after this many seconds with status "failed" (None: no limit).
+
+    Returns:
+        a :class:`VerifyResult`; only bad arguments raise.
+
+    Raises:
+        ValueError: unknown op, dtype, reduce op or algorithm name; a malformed topology; counts
+            the op does not take.
+    """
+    m = machine(topo)
+    call = make_call(op, m.nranks, count=count, root=root, counts=counts, displs=displs,
+                     send_count_matrix=send_count_matrix, in_place=in_place)
+    if algo is not None:
+        algo = resolve_name(call.op, algo)
+    return check(call, algo, m, dtype=dtype, reduce_op=reduce_op or "sum", expansion_mode=expansion_mode,
+                 hccl_op=hccl_op_name(op), device=device, timeout=timeout)
+
+
+def check(call: Call, algo: str | None, m: Machine, *, dtype: str = "FP32", reduce_op: str = "sum",
+          expansion_mode: str | None = None, hccl_op: str | None = None, device: str = "950",
+          timeout: float | None = None) -> VerifyResult:
+    """:func:`verify` for a built :class:`Call` and a resolved ``algo`` (the sweep's entry point).
+
+    ``timeout``: seconds after which building and simulating stop with status "failed" (main
+    thread only; a plan set that takes that long is a fault to look at, or needs more time).
+    """
+    t0 = time.perf_counter()
+    named: list[str] = []          # the algorithm, once known (a timeout reports it)
+    try:
+        with _deadline(timeout):
+            return _check(call, algo, m, dtype, reduce_op, expansion_mode, hccl_op, device, t0, named)
+    except _Timeout:
+        return VerifyResult("failed", call.op, m.text, m.nranks, named[-1] if named else algo, call,
+                            f"no result in {timeout:g} s: building and simulating ran too long (slices that never "
+                            f"align, or a very large plan set; raise the timeout to wait longer)",
+                            seconds=time.perf_counter() - t0, selected=algo is None)
+
+
+class _Timeout(BaseException):
+    """The deadline of :func:`check` passed (a BaseException, so that no ``except Exception`` eats it)."""
+
+
+@contextmanager
+def _deadline(seconds: float | None):
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _Timeout()
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str, expansion_mode: str | None,
+           hccl_op: str | None, device: str, t0: float, named: list[str]) -> VerifyResult:
+    dt = parse_dtype(dtype)
+    itemsize = DATATYPE_SIZE[dt]
+    rop = parse_reduce_op(reduce_op)
+    nbytes = (call.data_count if call.op != "barrier" else 0) * itemsize
+    base = dict(op=call.op, topo=m.text, nranks=m.nranks, call=call)
+    notes: list[str] = []
+
+    def done(status: str, name: str | None, error: str = "", **kw) -> VerifyResult:
+        return VerifyResult(status, algorithm=name, error=error, seconds=time.perf_counter() - t0,
+                            selected=algo is None, notes=tuple(notes), **base, **kw)
+
+    if algo is None:
+        if hccl_op is None:
+            return done("not-eligible", None, f"HCCL has no {OPS[call.op].hccl} algorithms to select; "
+                                              f"pass algo= one of {', '.join(flat_names(call.op))}")
+        picks = {}
+        for info in m.infos:
+            try:
+                sel = select_for(hccl_op, info, nbytes, dt, rop, root=call.root, expansion_mode=expansion_mode,
+                                 inplace=call.in_place, algo="", device=device)
+            except SelectionError as e:
+                return done("not-eligible", None, str(e).splitlines()[0])
+            picks.setdefault(sel.algorithm, info.user_rank)
+            notes += [n for n in sel.notes if n not in notes]
+        if len(picks) > 1:
+            return done("failed", next(iter(picks)), "ranks select different algorithms: "
+                        + ", ".join(f"rank {r} {a}" for a, r in picks.items()))
+        name = next(iter(picks))
+        if name not in registry.names():
+            return done("not-runnable", name, f"HCCL's selection returns {name}, which pyhccl's registry lacks")
+    else:
+        name = algo
+        if name not in flat_names(call.op):
+            reg = registry.get(name)
+            opcall = OpCall(reg.op, nbytes, dt, rop, call.in_place, root=call.root)
+            for info in m.infos:
+                hard = (check_topo(reg.op, reg.engine, reg.topo, info, soft=False)
+                        or check_op(reg.opattrs, opcall, info, soft=False))
+                if hard:
+                    return done("not-eligible", name, f"{name}'s attributes exclude this call: {hard}")
+                soft = check_topo(reg.op, reg.engine, reg.topo, info) or check_op(reg.opattrs, opcall, info)
+                if soft and not notes:
+                    notes.append(f"HCCL's soft policy would skip it unless forced: {soft}")
+    named.append(name)
+    return _run(call, name, m, itemsize, done)
+
+
+def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
+    """Build every rank's plan and simulate them."""
+    groups = None
+    if name not in flat_names(call.op):
+        groups = _groups(m.text, len(registry.get(name).levels))
+    uniform = m.layout.uniform
+    plans = []
+    for r in range(m.nranks):
+        try:
+            plans.append(build_plan(call, name, r, None if groups is None else groups[r], uniform=uniform))
+        except NotRunnableError as e:
+            return done("not-runnable", name, str(e))
+        except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
+            return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
+                                        + "".join(traceback.format_exc(limit=-4)))
+    try:
+        rep = simulate(plans, call)
+    except SimulationError as e:
+        return done("failed", name, str(e))
+    except Exception as e:  # noqa: BLE001
+        return done("failed", name, f"the simulator raised {type(e).__name__}: {e}\n"
+                                    + "".join(traceback.format_exc(limit=-4)))
+    return done("ok", name, rounds=rep.rounds, bytes=rep.max_elements_sent * itemsize)

@@ -1,0 +1,155 @@
+"""The sweep behind ``python -m pyhccl.verify``: (op, algorithm, machine) tasks, run in worker processes.
+
+A task verifies one algorithm (or HCCL's selection, "auto") on one machine over every call
+of :func:`~pyhccl.verify.cases.calls`, and returns an :class:`Outcome` that counts the
+statuses and keeps the first failures and reasons.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+from ..opspec import canonical_op
+from ..plan.api import flat_names, hccl_names, resolve_name
+from .api import VerifyResult, check, hccl_op_name, machine
+from .cases import calls
+
+__all__ = ["AUTO", "Task", "Outcome", "expand_algos", "make_tasks", "run_tasks", "default_jobs"]
+
+#: The label of HCCL's selection in the tables.
+AUTO = "auto"
+#: Failures kept per outcome (the rest are only counted).
+_KEEP_FAILURES = 3
+#: Up to this many ranks a call gets the plain timeout; above, the timeout grows with N^2 (a mesh's cost).
+_TIMEOUT_RANKS = 32
+
+
+@dataclass(frozen=True)
+class Task:
+    """Verify ``algo`` (a name, or :data:`AUTO`) for ``op`` on ``topo`` over the sweep's calls."""
+
+    op: str
+    algo: str
+    topo: str
+    counts: tuple[int, ...] | None = None
+    places: str = "both"           # "both" | "out" | "in"
+    dtype: str = "FP32"
+    reduce_op: str = "sum"
+    expansion_mode: str | None = None
+    flat: bool = False             # topo came from --ranks (pyhccl's templates run there)
+    timeout: float | None = None   # seconds per call up to 32 ranks, times (N/32)^2 above
+
+
+@dataclass
+class Outcome:
+    """What one task found."""
+
+    task: Task
+    nranks: int
+    statuses: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+    rounds: int = 0
+    bytes: int = 0
+    failures: list[VerifyResult] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)     # status -> first reason
+    picked: Counter = field(default_factory=Counter)           # auto: algorithm -> calls
+
+    @property
+    def ran(self) -> int:
+        """Calls that built and simulated (passed or failed)."""
+        return self.statuses["ok"] + self.statuses["failed"]
+
+    def add(self, res: VerifyResult) -> None:
+        self.statuses[res.status] += 1
+        self.seconds += res.seconds
+        if res.ok:
+            self.rounds = max(self.rounds, res.rounds or 0)
+            self.bytes = max(self.bytes, res.bytes or 0)
+        elif res.status == "failed":
+            if len(self.failures) < _KEEP_FAILURES:
+                self.failures.append(res)
+        else:
+            self.reasons.setdefault(res.status, res.error)
+        if self.task.algo == AUTO and res.algorithm and res.status in ("ok", "failed", "not-runnable"):
+            self.picked[res.algorithm] += 1
+
+
+def expand_algos(op: str, tokens: Sequence[str]) -> list[str]:
+    """The names ``--algo`` selects for ``op``: ``all``, ``templates``, ``hccl``, ``auto`` or names.
+
+    Names that belong to another op are skipped (so ``--algo NHR`` works across ops).
+    """
+    out: list[str] = []
+    for t in tokens:
+        key = t.lower()
+        if key in ("all", "templates"):
+            out += flat_names(op)
+        if key in ("all", "hccl"):
+            out += hccl_names(op)
+        if key in ("all", AUTO):
+            out.append(AUTO)
+        if key not in ("all", "templates", "hccl", AUTO):
+            try:
+                out.append(resolve_name(op, t))
+            except ValueError:
+                pass
+    return list(dict.fromkeys(out))
+
+
+def make_tasks(ops: Iterable[str], algos: Sequence[str], flat: Sequence[str], topos: Sequence[str],
+               **common) -> list[Task]:
+    """Tasks for every op x algorithm x machine: templates on the flat machines, HCCL names everywhere."""
+    tasks = []
+    for op in ops:
+        names = expand_algos(op, algos)
+        templates = set(flat_names(op))
+        for topo in list(flat) + list(topos):
+            is_flat = topo in flat
+            tasks += [Task(op, a, topo, flat=is_flat, **common) for a in names if is_flat or a not in templates]
+    return tasks
+
+
+def run_task(task: Task) -> Outcome:
+    """Verify ``task`` over its calls."""
+    m = machine(task.topo)
+    out = Outcome(task, m.nranks)
+    hop = hccl_op_name(task.op)
+    timeout = task.timeout and task.timeout * max(1.0, (m.nranks / _TIMEOUT_RANKS) ** 2)
+    for call in calls(task.op, m.nranks, task.counts, in_place=task.places != "out"):
+        if task.places == "in" and not call.in_place:
+            continue
+        algo = None if task.algo == AUTO else task.algo
+        out.add(check(call, algo, m, dtype=task.dtype, reduce_op=task.reduce_op,
+                      expansion_mode=task.expansion_mode, hccl_op=hop, timeout=timeout))
+    return out
+
+
+def default_jobs() -> int:
+    """Worker processes: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def run_tasks(tasks: Sequence[Task], jobs: int = 1) -> Iterator[Outcome]:
+    """Outcomes in task order; ``jobs > 1`` runs them in that many forked worker processes."""
+    if jobs <= 1 or len(tasks) <= 1:
+        yield from map(run_task, tasks)
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        yield from pool.map(run_task, tasks, chunksize=1)
+
+
+def canonical_ops(text: str) -> list[str]:
+    """``--op`` text (comma-separated, any naming; ``all``) to pyhccl's op names."""
+    from ..opspec import OPS
+    if text.strip().lower() == "all":
+        return list(OPS)
+    return list(dict.fromkeys(canonical_op(t.strip()) for t in text.split(",") if t.strip()))

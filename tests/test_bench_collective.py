@@ -1,0 +1,88 @@
+"""``python -m pyhccl.bench <op>``: every op in one process, a wrong result, usage errors, and 2 ranks under mpiexec."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import pyhccl
+from pyhccl.bench import COMMANDS, main
+from pyhccl.launch import launch_env, mpiexec_command
+from pyhccl.opspec import OPS
+
+QUICK = ["-b", "96", "-e", "96", "-n", "1", "-w", "0"]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_op_runs_and_checks_on_one_rank(name, capsys):
+    assert main([name, *QUICK], MPI.COMM_SELF) == 0
+    out = capsys.readouterr().out
+    assert "# Out of bounds values : 0 OK" in out and f"pyhccl.bench {name}:" in out
+
+
+def test_wrong_data_is_counted_and_exits_1(monkeypatch, capsys):
+    real = pyhccl.Communicator.Allgather
+
+    def corrupt(self, sendbuf, recvbuf):
+        real(self, sendbuf, recvbuf)
+        np.asarray(recvbuf).reshape(-1)[-1] += 1
+
+    monkeypatch.setattr(pyhccl.Communicator, "Allgather", corrupt)
+    assert main(["allgather", *QUICK], MPI.COMM_SELF) == 1
+    assert "# Out of bounds values : 2 FAILED" in capsys.readouterr().out    # out of place and in place
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["allgather", "--algo", "NHRR"], "unknown algorithm 'NHRR' for all_gather"),
+    (["broadcast", "-r", "3"], "expecting -r root in range(1), got 3"),
+    (["alltoal"], "unknown benchmark 'alltoal'"),
+])
+def test_usage_errors_exit_2(argv, match, capsys):
+    assert main(argv, MPI.COMM_SELF) == 2
+    assert match in capsys.readouterr().err
+
+
+_SCRIPT = textwrap.dedent("""
+    import sys
+    from pyhccl.bench import main
+    out = sys.argv[1]
+    quick = ["-b", "1K", "-e", "64K", "-f", "64", "-n", "1", "-w", "0"]
+    runs = [["allreduce", "--algo", "auto,NHR", "-o", "all"], ["allgather", "--algo", "auto,all"],
+            ["reducescatter"], ["broadcast", "-r", "1"], ["gather", "-r", "1"], ["alltoallv"]]
+    status = 0
+    for argv in runs:
+        status |= main(argv + quick + ["--json", f"{out}/{argv[0]}.json", "--topo", "1x1x2"])
+    sys.exit(status)
+""")
+
+
+def test_benchmarks_at_two_ranks(tmp_path):
+    script = tmp_path / "bench.py"
+    script.write_text(_SCRIPT)
+    cmd = [*mpiexec_command(), "-n", "2", sys.executable, str(script), str(tmp_path)]
+    env = launch_env({"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"})
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert out.stdout.count("# Out of bounds values : 0 OK") == 6
+    ops = {"allreduce": "allreduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+           "broadcast": "broadcast", "gather": "gather", "alltoallv": "alltoallv"}
+    for name, op in ops.items():
+        data = json.load(open(tmp_path / f"{name}.json"))
+        assert data["meta"]["nranks"] == 2 and data["meta"]["topo"] == "1x1x2"
+        rows = data["rows"]
+        assert rows and all(r["wrong"] == 0 and r["ip_wrong"] in (0, None) for r in rows)
+        for r in rows:                              # nccl-tests' bus bandwidth factor of the op
+            if r["algbw"]:
+                assert r["busbw"] == pytest.approx(r["algbw"] * OPS[op].busbw_factor(2))
+            assert r["native_time_us"] is not None
+    ar = json.load(open(tmp_path / "allreduce.json"))["rows"]
+    assert {r["redop"] for r in ar} == {"sum", "prod", "max", "min"} and {r["algo"] for r in ar} >= {"NHR"}
+    assert any(r["algo"].startswith("auto:") for r in ar)
+    ag = {r["algo"] for r in json.load(open(tmp_path / "allgather.json"))["rows"]}
+    assert {"Mesh", "NHR", "Ring"} <= ag and len(ag) > 4            # templates and eligible HCCL names
+    bc = json.load(open(tmp_path / "broadcast.json"))["rows"]
+    assert all(r["root"] == 1 and r["ip_time_us"] is None for r in bc)     # Bcast: one buffer, one column
