@@ -263,6 +263,19 @@ def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
                device=_dev(b) if env.rank != root else ())
 
 
+def _gathered(sb: Buffer, rb: Buffer, n: int, inplace: bool, hint: str) -> tuple[int, np.ndarray]:
+    """(per-rank count, output array) of a gathering op: recvbuf holds n blocks of the send count."""
+    block = _blocks(rb, n, "recvbuf")
+    count = block if inplace else sb.array.size
+    if block != count:
+        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
+                         f"{n} blocks of {block}")
+    out = _out(rb, n * count, "recvbuf", f"{n} blocks of the send count")
+    if not inplace:
+        _apart(sb.array, out, hint)
+    return count, out
+
+
 def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     """Allgather: recvbuf holds size blocks of the send count; in place, block ``rank`` is the input."""
     n = env.size
@@ -273,14 +286,7 @@ def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         return _FORM
     if why := _mismatch(sb, rb):
         return why
-    block = _blocks(rb, n, "recvbuf")
-    count = block if inplace else sb.array.size
-    if block != count:
-        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
-                         f"{n} blocks of {block}")
-    out = _out(rb, n * count, "recvbuf", f"{n} blocks of the send count")
-    if not inplace:
-        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
+    count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf to gather in place")
     return Job(Call("all_gather", n, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
                device=_dev(rb))
 
@@ -304,14 +310,7 @@ def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     if not at_root:
         arr = sb.array
         return Job(Call("gather", n, arr.size, root), arr.dtype, arr, arr[:0])
-    block = _blocks(rb, n, "recvbuf")
-    count = block if inplace else sb.array.size
-    if block != count:
-        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
-                         f"{n} blocks of {block}")
-    out = _out(rb, n * count, "recvbuf", f"{n} blocks of the send count")
-    if not inplace:
-        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to gather in place")
+    count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf at the root to gather in place")
     return Job(Call("gather", n, count, root, in_place=inplace), out.dtype, out if inplace else sb.array, out,
                device=_dev(rb))
 

@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from ..opspec import OPS
 from .collective import BENCH_OPS, run
-from .driver import Row, UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
+from .driver import UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
 
 __all__ = ["COMMANDS", "main", "run"]
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from ..opspec import Call
 from .ir import Buf, Plan, Region, Step, copy
 from .slices import Slices, VSlices
 
@@ -329,7 +328,7 @@ def in_blocks(buf: Buf, c: int, lo: int, hi: int, n: int) -> Region | None:
     if w <= 0 or n == 0:
         return None
     if w == c or n == 1:
-        return Region(buf, lo, (n - 1) * c + w) if w == c else Region(buf, lo, w)
+        return Region(buf, lo, (n - 1) * c + w)
     return Region(buf, lo, w, n, c)
 
 
@@ -351,9 +350,3 @@ def zip_phases(a: Sequence[list[Step]], b: Sequence[list[Step]]) -> list[Step]:
     """Two parts' phases side by side: phase i of each runs together (the Parallel executor)."""
     return flatten(merge(x or [], y or []) for x, y in zip_longest(a, b))
 
-
-def assert_disjoint(*areas: tuple[int, int]) -> None:
-    spans = sorted(a for a in areas if a[1] > a[0])
-    for (_, h), (l2, _) in zip(spans, spans[1:]):
-        if l2 < h:
-            raise AssertionError("scratch areas overlap")

@@ -21,7 +21,7 @@ from . import executors as ex
 from .executors import LayoutError, Levels
 from .ir import Buf, Region, Step
 from .slices import Slices
-from .sole import ROLE_OF_OP, TABLES, op_steps
+from .sole import TABLES, data_window, op_steps
 
 __all__ = ["NotRunnableError", "Form", "template_form", "executor_kind", "build_registered", "not_runnable_reason"]
 
@@ -47,6 +47,12 @@ _ROLE_WORDS = (("ReduceScatter", "RS"), ("AllGather", "AG"), ("AllReduce", "AR")
                ("Scatter", "SCATTER"), ("Gather", "GATHER"), ("Reduce", "REDUCE"))
 
 
+#: Algorithm words in HCCL's template class names (lower case), first match wins; else Mesh.
+_ALGO_WORDS = (("orderpreservedlevel1", "OrderedLevel1"), ("orderpreservedgroup", "OrderedGroup"),
+               ("aicpureduce", "NHRAicpuReduce"), ("pairwise", "Pairwise"), ("concurrent", "ConcurrentMeshNHR"),
+               ("meshchunk", "MeshChunk"), ("oneshot", "MeshOneShot"), ("twoshot", "MeshTwoShot"), ("nhr", "NHR"))
+
+
 def template_form(cls: str) -> Form | None:
     """The role and pyhccl template of HCCL template class ``cls``; None for point-to-point ones.
 
@@ -59,28 +65,9 @@ def template_form(cls: str) -> Form | None:
         return None
     split = "detour" if "ZAxisDetour" in cls else "multilink" if "MultiJetty" in cls else None
     low = cls.lower()
-    if "orderpreservedlevel1" in low:
-        name = "OrderedLevel1"
-    elif "orderpreservedgroup" in low:
-        name = "OrderedGroup"
-    elif "aicpureduce" in low:
-        name = "NHRAicpuReduce"
-    elif "pairwise" in low:
-        name = "Pairwise"
-    elif "concurrent" in low:
-        name = "ConcurrentMeshNHR"
-    elif "meshchunk" in low:
-        name = "MeshChunkTwoShot" if role == "AR" else "MeshChunk"
-    elif "oneshot" in low:
-        name = "MeshOneShot"
-    elif "twoshot" in low:
-        name = "MeshTwoShot"
-    elif "nhr" in low:
-        name = "NHR"
-    elif role == "AR":
-        name = "MeshTwoShot"       # CCU mesh AllReduce kernels: an RS phase then an AG phase
-    else:
-        name = "Mesh"
+    name = next((n for word, n in _ALGO_WORDS if word in low), "Mesh")
+    if role == "AR" and name in ("Mesh", "MeshChunk"):
+        name = "MeshTwoShot" if name == "Mesh" else "MeshChunkTwoShot"   # CCU mesh AllReduce: RS then AG phase
     return Form(role, name, split)
 
 
@@ -211,7 +198,7 @@ def ex_window(call: Call) -> int:
     """The per-rank block length the multi-level executors cut (the V ops have none)."""
     if call.counts is not None or call.matrix is not None:
         raise NotRunnableError(f"{call.op} runs on one level only")
-    return 1 if call.op == "barrier" else call.count
+    return data_window(call)
 
 
 def _scratch_after(phases, call: Call, floor: int = 0) -> int:
@@ -323,8 +310,8 @@ def _phases(call: Call, lv: Levels, fns: list[dict[str, tuple[Form, Callable]]],
         order = list(order) if order is not None else (up_levels if narrowing else up_levels[::-1])
         if op == "reduce_scatter":
             buf = OUT if call.in_place else SCR
-            first = [] if call.in_place else ex.copy_step(*_pair(ex.in_blocks(SCR, c, lo, hi, n),
-                                                                 ex.in_blocks(IN, c, lo, hi, n)))
+            first = [] if call.in_place or w == 0 else \
+                ex.copy_step(ex.in_blocks(SCR, c, lo, hi, n), ex.in_blocks(IN, c, lo, hi, n))
         elif op == "scatter":
             buf = IN if lv.rank == call.root else SCR
             first = []
@@ -346,10 +333,6 @@ def _phases(call: Call, lv: Levels, fns: list[dict[str, tuple[Form, Callable]]],
             last = ex.copy_step(Region(OUT, lo, w), Region(buf, lv.rank * c + lo, w))
         return [first] + phases + [last]
     raise NotRunnableError(f"{op} has no multi-level executor in HCCL")
-
-
-def _pair(a, b):
-    return (a, b) if a is not None else (Region(Buf.SCRATCH, 0, 0), Region(Buf.INPUT, 0, 0))
 
 
 def _bcast_levels(call, lv, fns, data, scratch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..opspec import Call
+from .executors import copy_step
 from .ir import Buf, Region, Step, copy
 from .slices import Slices, VSlices
 from .templates import A2A, AG, AR, BARRIER, BCAST, GATHER, REDUCE, RS, SCATTER
@@ -29,12 +30,6 @@ TABLES: dict[str, dict[str, Callable]] = {
     "AR": AR, "RS": RS, "AG": AG, "SCATTER": SCATTER, "GATHER": GATHER, "BCAST": BCAST, "REDUCE": REDUCE,
     "A2A": A2A, "BARRIER": BARRIER,
 }
-
-
-def _cp(dst: Region, src: Region) -> list[Step]:
-    """One step copying ``src`` to ``dst``; an empty step where there is nothing to copy, so
-    that ranks with an empty block stay in step with the others."""
-    return [Step(local=(copy(dst, src),))] if dst.count and dst != src else [Step()]
 
 
 def data_window(call: Call) -> int:
@@ -72,12 +67,10 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
     if op in ("allreduce", "reduce", "barrier"):
         data = Region(OUT, lo, w)
         if not call.in_place and copies:
-            steps += _cp(data, Region(IN, lo, w))
+            steps += copy_step(data, Region(IN, lo, w))
         if w == 0:
             return steps
-        if op == "allreduce":
-            return steps + template(group, pos, data, scratch=scratch)
-        if op == "barrier":
+        if op in ("allreduce", "barrier"):
             return steps + template(group, pos, data, scratch=scratch)
         return steps + template(group, pos, root, data, scratch=scratch)
     if op == "broadcast":
@@ -86,7 +79,7 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
         sl = _slices(call, 0, lo, hi)
         mine = sl.region(OUT, pos)
         if mine is not None and copies and not call.in_place:
-            steps += _cp(mine, mine.moved(IN, -mine.offset + (lo if call.counts is None else 0)))
+            steps += copy_step(mine, mine.moved(IN, -mine.offset + (lo if call.counts is None else 0)))
         elif copies and not call.in_place:
             steps.append(Step())
         return steps + template(group, pos, sl, buf=OUT, scratch=scratch)
@@ -103,7 +96,7 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
             steps += template(group, pos, sl, buf=SCR, scratch=scratch + total)
         mine = sl.region(OUT if call.in_place else SCR, pos)
         if mine is not None:
-            steps += _cp(Region(OUT, lo, mine.count), mine)
+            steps += copy_step(Region(OUT, lo, mine.count), mine)
         return steps
     if op == "alltoall":
         send = [Region(IN, j * c + lo, w) if w else None for j in range(n)]
@@ -128,11 +121,11 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
         extra = 0 if at_root else n * c
         if op == "gather":
             if copies:      # one step on every rank, empty at an in-place root
-                steps += _cp(mine, Region(IN, lo, w)) if mine is not None and not (call.in_place and at_root) \
+                steps += copy_step(mine, Region(IN, lo, w)) if mine is not None and not (call.in_place and at_root) \
                     else [Step()]
             return steps + template(group, pos, root, sl, buf=buf, scratch=scratch + extra)
         steps += template(group, pos, root, sl, buf=buf, scratch=scratch + extra)
         if mine is not None:
-            steps += _cp(Region(OUT, lo, w), mine)
+            steps += copy_step(Region(OUT, lo, w), mine)
         return steps
     raise ValueError(f"no Sole form for op {op!r}")
