@@ -27,6 +27,7 @@ from .run.mpi import ub_transfer_bytes as _ub_bytes
 from .run.pool import ScratchPool
 from .select import Selection, SelectionError, normalize_op, parse_override, select_for
 from .topo import comm_topology
+from .tune.file import NATIVE, Tuning, TuningError, load_tuning_cached
 
 __all__ = ["Communicator"]
 
@@ -60,6 +61,9 @@ class Communicator:
         ub_transfer_bytes: largest message; default ``PYHCCL_UB_TRANSFER_BYTES``, else 512 KiB.
         topo: the machine to emulate (a spec such as ``"1x2x4"``, see :mod:`pyhccl.topo`);
             default ``PYHCCL_TOPO``, else ``PYHCCL_RANK_TABLE``, else detected from MPI.
+        tuning: a tuning file (path or :class:`pyhccl.tune.Tuning`) measured on this machine:
+            selection uses its measured profile (docs/tuning.md); default ``PYHCCL_TUNING_FILE``,
+            "" for none. A file of another topology or rank count raises TuningError on every rank.
 
     Attributes:
         topology: this rank's place in the machine and HCCL's TopoInfo, computed once here.
@@ -70,7 +74,7 @@ class Communicator:
     """
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algo: str | None = None,
-                 ub_transfer_bytes: int | None = None, topo: Any = None) -> None:
+                 ub_transfer_bytes: int | None = None, topo: Any = None, tuning: Any = None) -> None:
         comm = MPI.COMM_WORLD if comm is None else comm
         if isinstance(comm, Communicator):
             comm = comm.comm
@@ -83,6 +87,7 @@ class Communicator:
         self._pcomm = comm.Dup()
         self._topo = topo
         self.topology = comm_topology(self._pcomm, topo)
+        self._tuning = _load_tuning(self._pcomm, tuning, self.topology)
         self._agreed: OrderedDict[tuple, tuple[str, Selection | None]] = OrderedDict()
         self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
         self.last_selection: Selection | None = None
@@ -111,7 +116,8 @@ class Communicator:
     def Dup(self, info: MPI.Info | None = None) -> Communicator:
         """Duplicate: a pyhccl communicator over a duplicate of the wrapped one."""
         dup = self._comm.Dup() if info is None else self._comm.Dup(info)
-        return Communicator(dup, algo=self.algo or "", ub_transfer_bytes=self._ub, topo=self._topo)
+        return Communicator(dup, algo=self.algo or "", ub_transfer_bytes=self._ub, topo=self._topo,
+                            tuning=self._tuning or "")
 
     def Free(self) -> None:
         """Free the private duplicate, then the wrapped communicator."""
@@ -196,6 +202,25 @@ def _split_algo(algo: str | None) -> tuple[str | None, str | None]:
     return None, algo
 
 
+def _load_tuning(comm: MPI.Intracomm, tuning: Any, topology: Any) -> Tuning | None:
+    """The tuning file checked against this machine; a failure on any rank raises on every rank."""
+    tuning = os.environ.get("PYHCCL_TUNING_FILE", "") if tuning is None else tuning
+    if isinstance(tuning, (str, os.PathLike)) and not str(tuning):
+        return None
+    error = ""
+    try:
+        if not isinstance(tuning, Tuning):
+            tuning = load_tuning_cached(os.fspath(tuning))
+        tuning.check_machine(topology.spec.to_text(), comm.Get_size())
+    except (TuningError, TypeError) as e:
+        error = str(e)
+    errors = comm.allgather(error)
+    bad = [(r, e) for r, e in enumerate(errors) if e]
+    if bad:
+        raise TuningError(error or f"rank {bad[0][0]}: {bad[0][1]}")
+    return tuning
+
+
 def _collective(c: Communicator, method: str, *args: Any) -> None:
     """Parse -> Call -> algorithm (agreed once per call shape) -> plan (cached) -> run."""
     job = PARSERS[method](c._env, *args)
@@ -206,6 +231,8 @@ def _collective(c: Communicator, method: str, *args: Any) -> None:
         return None
     plan = _compiled(c, job)
     if plan is None:
+        if c.last_selection is not None and c.last_selection.algorithm == NATIVE:
+            return getattr(c._comm, method)(*args)          # the measured profile chose native MPI
         return c._fallback(method, "no pyhccl algorithm runs it", *args)
     plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc)
     for buf in job.device:
@@ -233,7 +260,7 @@ def _compiled(c: Communicator, job: Job) -> CompiledPlan | None:
         c._agreed.move_to_end(key)
         plan = None
     name, c.last_selection = hit
-    if name is None:
+    if name is None or name == NATIVE:
         return None
     pkey = (job.call, job.dtype.str, name)
     compiled = c._plans.get(pkey)
@@ -260,7 +287,7 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
     forced, status, detail = False, "ok", ""
     try:
         name, sel, forced = _choose(c, job, shape)
-        plan = _build(c, job, name)
+        plan = None if name == NATIVE else _build(c, job, name)
     except (NotRunnableError, SelectionError) as e:
         status = "error" if forced or _override_for(c, shape) else "fallback"
         detail = f"{type(e).__name__}: {str(e).splitlines()[0]}"
@@ -311,7 +338,7 @@ def _choose(c: Communicator, job: Job, shape: Call) -> tuple[str, Selection | No
         return flat_names(op)[0], None, False
     inplace = shape.in_place and op in _SHARED_IN_PLACE
     sel = select_for(hccl, c.topology.info, _nbytes(shape, job.dtype), job.dtype, job.reduce_op, root=shape.root,
-                     inplace=inplace, algo=text)
+                     inplace=inplace, algo=text, tuning=c._tuning or "")
     return sel.algorithm, sel, sel.source == "override"
 
 

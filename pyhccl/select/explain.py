@@ -30,6 +30,26 @@ def _us(v: float | None) -> str:
     return "-" if v is None else f"{v * 1e6:.2f}"
 
 
+def _measured_table(res) -> list[str]:
+    """The measured profile's table: the fit's price, the price used, and where it came from."""
+    out = ["measured profile (tuning file): fit = the fitted cost model on the plan's counts; "
+           "cost = the measured time where the file has points around this size, else the fit (us)",
+           f"  {'algorithm':<44} {'engine':<9} {'fit':>10} {'cost':>10}  cost from"]
+    for r in res.rows:
+        if not r.filtered:
+            mark = " <-" if res.winner is r else ""
+            src = r.priced_by or "fit"
+            out.append(f"  {r.name:<44} {r.engine:<9} {_us(r.body):>10} {_us(r.cost):>10}  {src}{mark}")
+    filtered = [r for r in res.rows if r.filtered]
+    if filtered:
+        out.append("  filtered:")
+        out += [f"    {r.name:<44} {r.filtered}" for r in filtered]
+    if res.tuner_changes:
+        out.append("tuner (pyhccl.tune.MeasuredTuner, from the file's points):")
+        out += [f"  {line}" for line in res.tuner_changes]
+    return out
+
+
 def trace_lines(sel) -> list[str]:
     """The lines of ``sel``'s trace."""
     x = Ctx(sel.topo, sel.call)
@@ -40,7 +60,9 @@ def trace_lines(sel) -> list[str]:
     if sel.rule_steps:
         out.append("rules:")
         out += [f"  {eng:<9} {ans.name:<44} {ans.why}" for eng, ans in sel.rule_steps]
-    if sel.cost is not None:
+    if sel.cost is not None and sel.source == "measured":
+        out += _measured_table(sel.cost)
+    elif sel.cost is not None:
         res = sel.cost
         out.append(f"cost model: start {res.config.name}, engines {'/'.join(e.name for e in res.candidates)}; "
                    "cost = max(sum of group costs, sum of D) (us)")

@@ -53,7 +53,7 @@ class Selection:
     algorithm: str
     engine: str
     mode: str
-    source: str                                  # "rules" | "cost" | "override" | "engine"
+    source: str                                  # "rules" | "cost" | "override" | "engine" | "measured"
     call: OpCall
     topo: TopoInfo
     rule_steps: tuple[tuple[str, Answer], ...] = ()
@@ -96,7 +96,8 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
            expansion_mode: str | None = None, mode: str | None = None, engine: str | None = None,
            cascade: bool = True, algo: str | None = None, tuner: Tuner | str | None = None, inplace: bool = False,
            deterministic: str = "false", symmetric_memory: bool = False,
-           ccl_buffer_size: int = DEFAULT_CCL_BUFFER_SIZE, has_send_counts: bool = True, root: int = 0) -> Selection:
+           ccl_buffer_size: int = DEFAULT_CCL_BUFFER_SIZE, has_send_counts: bool = True, root: int = 0,
+           tuning=None) -> Selection:
     """The algorithm HCCL picks for ``op`` on ``topo_info`` with ``nbytes`` of ``dtype``.
 
     Args:
@@ -114,6 +115,9 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
         cascade: see ``engine``.
         algo: PYHCCL_ALGO text; None reads the environment variable ("" disables).
         tuner: a Tuner, a "module:attr" spec, or None to read PYHCCL_TUNER_PLUGIN.
+        tuning: a :class:`pyhccl.tune.Tuning` or a tuning file's path; None reads
+            PYHCCL_TUNING_FILE ("" disables). With measurements for ``op``, the measured profile
+            chooses (after an explicit override, before the rules): docs/tuning.md.
         inplace, deterministic, symmetric_memory, ccl_buffer_size, has_send_counts, root: the
             other OpParam inputs HCCL's rules read, with HCCL's defaults (HCCL_DETERMINISTIC is
             "false", "true" or "strict").
@@ -164,6 +168,11 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
         log.warning(notes[-1])
     if override is not None and override.kind == "grammar" and override.names_op(op):
         return _cost(x, config, base, notes, override, tuner, mode)
+    tuning = _tuning(tuning, topo_info)
+    if tuning is not None:
+        if op in tuning.ops():
+            return _measured(x, base, notes, tuning)
+        notes.append(f"tuning file {tuning.path or '(in memory)'} has no {op} measurements: HCCL's selection")
     steps: list[tuple[str, Answer]] = []
     if mode in ("rules", "auto"):
         ans, final = run_cascade(RULES[op], x, config, steps)
@@ -238,6 +247,37 @@ def _cost(x: Ctx, config: OpExecuteConfig, base: dict, notes: list[str], overrid
     return sel
 
 
+def _tuning(tuning, topo_info: TopoInfo):
+    """The Tuning to use (loaded once per file version), checked against this topology; or None."""
+    if tuning is None:
+        tuning = os.environ.get("PYHCCL_TUNING_FILE", "")
+    if isinstance(tuning, (str, os.PathLike)):
+        if not str(tuning):
+            return None
+        from ..tune.file import load_tuning_cached
+        tuning = load_tuning_cached(str(tuning))
+    from ..tune.file import Tuning
+    if not isinstance(tuning, Tuning):
+        raise TypeError(f"expecting tuning as a pyhccl.tune.Tuning or a file path, got {type(tuning).__name__}")
+    tuning.check_info(topo_info)
+    return tuning
+
+
+def _measured(x: Ctx, base: dict, notes: list[str], tuning) -> Selection:
+    from ..tune.profile import describe, measured_costs
+    op = x.call.op
+    res, source = measured_costs(op, x.topo, x.call, tuning)
+    notes = describe(tuning, op) + notes
+    if res.winner is None:
+        sel = Selection(algorithm=NOT_MATCH, engine="-", source="measured", cost=res, notes=tuple(notes), **base)
+        raise SelectionError(f"no {op} candidate has a price in the measured profile; trace:\n{sel}", sel)
+    w = res.winner
+    notes.append(f"{w.name}'s price: {source.get(w.name, 'fit')} (tuning file)")
+    sel = Selection(algorithm=w.name, engine=w.engine, source="measured", cost=res, notes=tuple(notes), **base)
+    log.debug("%s", sel)
+    return sel
+
+
 @lru_cache(maxsize=4096)
 def _cached(op, topo_info, nbytes, dtype, reduce_op, root, items, env) -> Selection:
     return select(op, topo_info, nbytes, dtype, reduce_op, root=root, **dict(items))
@@ -248,13 +288,15 @@ def select_for(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_o
     """:func:`select`, cached per (op, topology, size, dtype, reduce op, root, keywords, environment).
 
     A warm call is one dict lookup. The environment variables that steer selection
-    (PYHCCL_ALGO, PYHCCL_SELECTOR, PYHCCL_OP_EXPANSION_MODE, PYHCCL_TUNER_PLUGIN) are part of
-    the key, so changing one takes effect on the next call. Calls with a tuner bypass the cache
-    when the tuner is an object (its costs may change between calls).
+    (PYHCCL_ALGO, PYHCCL_SELECTOR, PYHCCL_OP_EXPANSION_MODE, PYHCCL_TUNING_FILE) are part of
+    the key, so changing one takes effect on the next call (a tuning file is re-read when its
+    modification time changes). Calls with a tuner object or PYHCCL_TUNER_PLUGIN bypass the
+    cache (a plugin's costs may change between calls).
     """
     if isinstance(op_param.get("tuner"), Tuner) or _ENV_TUNER():
         return select(op, topo_info, nbytes, dtype, reduce_op, root=root, **op_param)
-    env = tuple(os.environ.get(k, "") for k in ("PYHCCL_ALGO", "PYHCCL_SELECTOR", "PYHCCL_OP_EXPANSION_MODE"))
+    env = tuple(os.environ.get(k, "") for k in ("PYHCCL_ALGO", "PYHCCL_SELECTOR", "PYHCCL_OP_EXPANSION_MODE",
+                                                "PYHCCL_TUNING_FILE"))
     return _cached(op, topo_info, nbytes, dtype if isinstance(dtype, (str, HcclDataType)) else str(dtype),
                    reduce_op if isinstance(reduce_op, (str, HcclReduceOp)) else str(reduce_op), root,
                    tuple(sorted(op_param.items())), env)

@@ -68,7 +68,10 @@ class TunerPlugin(Protocol):
 
 def _enrich(name: str) -> tuple[str, str, str]:
     """``AlgoNameMapper::Enrich``: engine, executor, template when the name is exactly one of each."""
-    p = parse_name(name)
+    try:
+        p = parse_name(name)
+    except ValueError:                  # not an HCCL name (pyhccl's templates, native MPI)
+        return "", "", ""
     if p.engine_prefix not in ENGINE_PREFIXES or len(p.templates) != 1 or p.rest or not p.executor:
         return "", "", ""
     keys = {v: k for k, v in {**EXECUTOR_TYPES, **TEMPLATE_TYPES}.items()}

@@ -47,6 +47,7 @@ class CostRow:
     cost: float | None = None          # max(body, launch), then the tuner's value
     model_cost: float | None = None    # before the tuner
     filtered: str = ""                 # reason, "" when costed
+    priced_by: str = ""                # where a measured profile's price came from
 
     @property
     def A(self) -> float:  # noqa: N802

@@ -1,0 +1,126 @@
+"""The measured profile: the cost table priced with a tuning file's fit, then re-priced from its points.
+
+Where HCCL's cost model prices candidates with coefficients measured on Ascend hardware
+(selector_engine.cc ``InitCostModel`` -> ``TunerEnrichCostTable`` -> ``SelectMinCost``), the
+measured profile keeps the three stages and changes the numbers: each candidate's cost is the
+fit of :mod:`pyhccl.tune.fit` applied to its plan's counts, then :class:`MeasuredTuner` (a tuner
+plugin like any other, hccl_tuner_plugin.h) replaces it with the measured time where the file
+has points around the size. Candidates are every HCCL name whose hard attributes accept the
+call, pyhccl's templates for the op, and the wrapped MPI's own collective (:data:`NATIVE`),
+which only this profile may choose.
+"""
+
+from __future__ import annotations
+
+import math
+from ..algo.attrs import check_op, check_topo
+from ..algo.dtypes import DATATYPE_SIZE
+from ..algo.names import OpExecuteConfig
+from ..algo.predicates import OpCall
+from ..algo.registry import registrations
+from ..opspec import HCCL_OPS
+from ..plan.api import NotRunnableError, flat_names
+from ..run.mpi import ub_transfer_bytes
+from ..select.cost.model import CostResult, CostRow, select_min_cost
+from ..select.tuner import Tuner, TunerCommInfo, TunerEntry
+from ..topo.info import TopoInfo
+from .features import features
+from .file import NATIVE, Tuning
+from .fit import predict
+
+__all__ = ["MeasuredTuner", "measured_costs", "PYHCCL_ENGINE", "NATIVE_ENGINE"]
+
+PYHCCL_ENGINE = "PYHCCL"       # pyhccl's one-level templates
+NATIVE_ENGINE = "MPI"          # the wrapped MPI library's collective
+
+
+class MeasuredTuner:
+    """The built-in tuner plugin: re-prices every candidate the tuning file measured around the size.
+
+    Usable on HCCL's own cost model too (``PYHCCL_TUNER_PLUGIN`` needs an importable object, so
+    pass an instance to ``select(tuner=Tuner(MeasuredTuner(t)))``). ``how`` keeps, per name, where
+    its last price came from.
+    """
+
+    def __init__(self, tuning: Tuning) -> None:
+        self.tuning = tuning
+        self.nranks = tuning.nranks
+        self.how: dict[str, str] = {}
+
+    def init(self, comm_info: TunerCommInfo) -> None:
+        self.nranks = comm_info.n_ranks
+
+    def get_coll_info(self, op: str, nbytes: int, dtype: str, entries: tuple[TunerEntry, ...]) -> None:
+        if op == "ReduceScatter":                  # the tuner is given param.inputSize (x ranks)
+            nbytes //= max(1, self.nranks)
+        self.how = {}
+        for e in entries:
+            got = self.tuning.measured(op, e.alg_name, nbytes)
+            if got is not None:
+                e.cost, self.how[e.alg_name] = got
+
+
+def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tuple[CostResult, dict[str, str]]:
+    """The measured profile's cost table for ``call``, and per name where its price came from.
+
+    Costs are seconds; a row without a price (no fit for the op, native MPI outside the measured
+    sizes) is filtered with the reason.
+    """
+    name = HCCL_OPS[op]
+    fit = tuning.fits.get(op)
+    itemsize = DATATYPE_SIZE[call.dtype]
+    ub = ub_transfer_bytes(tuning.ub_transfer_bytes)
+    rows: list[CostRow] = []
+    source: dict[str, str] = {}
+    cands: list[tuple[str, str]] = [(r.name, r.engine.name) for r in registrations(op)]
+    cands += [(n, PYHCCL_ENGINE) for n in flat_names(name)] + [(NATIVE, NATIVE_ENGINE)]
+    regs = {r.name: r for r in registrations(op)}
+    for algo, engine in cands:
+        row = CostRow(algo, engine)
+        rows.append(row)
+        reg = regs.get(algo)
+        if reg is not None:
+            reason = check_topo(reg.op, reg.engine, reg.topo, topo, False) or check_op(reg.opattrs, call, topo, False)
+            if reason:
+                row.filtered = f"attributes: {reason}"
+                continue
+        if algo == NATIVE:
+            row.cost = row.model_cost = math.inf
+            continue
+        try:
+            x = features(op, algo, tuning.topo, call.nbytes, itemsize, ub, call.root, call.inplace)
+        except NotRunnableError as e:
+            row.filtered = f"not runnable: {str(e).splitlines()[0]}"
+            continue
+        if fit is None:
+            row.cost = row.model_cost = math.inf
+            continue
+        row.body = row.cost = row.model_cost = predict(fit, x)
+        source[algo] = "fit"
+    result = CostResult(rows, None, OpExecuteConfig.HOSTCPU, ())
+    plugin = MeasuredTuner(tuning)
+    Tuner(plugin, "pyhccl.tune.MeasuredTuner").enrich(op, call, topo, rows, result.tuner_changes)
+    source.update(plugin.how)
+    for row in rows:
+        row.priced_by = source.get(row.name, "")
+        if row.cost is not None and math.isinf(row.cost):
+            row.cost = None
+            row.filtered = ("no measured point around this size" if row.name == NATIVE
+                            else f"the tuning file has no fit for {op}")
+    result.winner, result.ties = select_min_cost(rows)
+    return result, source
+
+
+def describe(tuning: Tuning, op: str) -> list[str]:
+    """Lines saying which numbers come from the file."""
+    fit = tuning.fits.get(op)
+    out = [f"measured profile: tuning file {tuning.path or '(in memory)'} ({tuning.topo}, {tuning.nranks} ranks, "
+           f"{sum(p.op == op for p in tuning.points)} {op} points, {tuning.mpi or 'MPI ?'})"]
+    if fit is not None:
+        lv = "; ".join(f"L{i}: {c.latency_per_step * 1e6:.3g} us/step, {c.per_byte_moved * 1e9:.3g} ns/B moved, "
+                       f"{c.per_byte_reduced * 1e9:.3g} ns/B reduced" for i, c in enumerate(fit.levels)
+                       if c.latency_per_step or c.per_byte_moved or c.per_byte_reduced)
+        out.append(f"  fit ({fit.points} points, rms error {fit.rms_rel_error:.1%}, max {fit.max_rel_error:.1%}): "
+                   f"{lv or 'no level terms'}; {fit.per_byte_copied * 1e9:.3g} ns/B copied, "
+                   f"{fit.launch_per_task * 1e6:.3g} us/task, {fit.per_call * 1e6:.3g} us/call")
+    return out
