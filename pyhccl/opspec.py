@@ -145,6 +145,12 @@ class Call:
             return max((max(r, default=0) for r in self.matrix), default=0)
         return self.count
 
+    def hccl_nbytes(self, itemsize: int) -> int:
+        """HCCL's data size D (what selection is given): the per-rank (per-peer) block; ReduceScatterV's total."""
+        if self.op == "reduce_scatter_v":
+            return sum(self.counts or ()) * itemsize
+        return max(self.data_count, 1 if self.op == "barrier" else 0) * itemsize
+
 
 def _check_disjoint(name: str, displs: Sequence[int], counts: Sequence[int]) -> None:
     spans = sorted((d, d + c) for d, c in zip(displs, counts) if c)

@@ -10,7 +10,10 @@ from mpi4py import MPI
 
 from ..opspec import OPS
 from .collective import BENCH_OPS, run
+from ..run.mpi import ub_transfer_bytes
+from ..topo import comm_topology
 from .driver import UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
+from .tuning import finish
 
 __all__ = ["COMMANDS", "main", "run"]
 
@@ -40,6 +43,7 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
         return 2
     except SystemExit as e:            # -h
         return int(e.code or 0)
+    topology = comm_topology(comm, args.topo) if args.tune or args.tuning or args.report or args.plot else None
     if rank == 0:
         n = comm.Get_size()
         spec = OPS[BENCH_OPS[argv[0]].op]
@@ -51,6 +55,12 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
         write_rows(rows)
         write_footer(rows)
         meta = {"op": argv[0], "nranks": n, "mpi": mpi, "topo": args.topo}
+        if topology is not None:
+            try:
+                meta.update(finish(args, rows, topology, n, ub_transfer_bytes(), mpi, sys.stdout))
+            except (OSError, ValueError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
         if args.json:
             write_json(rows, args.json, meta)
         if args.csv:

@@ -29,6 +29,7 @@ __all__ = ["BenchOp", "BENCH_OPS", "run"]
 _MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 _PROGRESS_SECONDS = 5.0
+_TUNED = "@tuned"                # the communicator with --tuning's file
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,11 @@ def _algo_help(op: str) -> str:
 def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec) -> dict[str, Communicator]:
     """One pyhccl communicator per algorithm of ``--algo`` (key "" for HCCL's selection)."""
     out: dict[str, Communicator] = {}
-    for token in (t.strip() for t in args.algo.split(",") if t.strip()):
+    profiles = bool(args.tune or args.tuning or args.report)
+    tokens = [t.strip() for t in args.algo.split(",") if t.strip()]
+    if profiles and "auto" not in (t.lower() for t in tokens):
+        tokens.insert(0, "auto")
+    for token in tokens:
         key = token.lower()
         if key == "auto":
             names = [""]
@@ -122,12 +127,17 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
         for a in names:
             if a in out:
                 continue
-            try:
-                out[a] = Communicator(comm, algo=a or "", topo=args.topo)
+            try:                      # with a tuning file in play, "auto" is HCCL's profile
+                out[a] = Communicator(comm, algo=a or "", topo=args.topo, tuning="" if profiles else None)
             except ValueError as e:
                 if key in ("all", "templates", "hccl"):
                     continue                  # the communicator does not take this name for forcing
                 raise UsageError(f"--algo {a}: {e}") from None
+    if args.tuning:
+        try:
+            out[_TUNED] = Communicator(comm, topo=args.topo, tuning=args.tuning)
+        except ValueError as e:
+            raise UsageError(f"--tuning: {e}") from None
     return out
 
 
@@ -164,7 +174,7 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
     count = size // dtype.itemsize // (n if bop.block else 1)
     mop = _MPI_OPS.get(redop, MPI.SUM)
     calls = {False: _call(bop.op, n, count, args.root, False)}
-    if bop.in_place:
+    if bop.in_place and args.inplace:
         calls[True] = _call(bop.op, n, count, args.root, True)
     bufs = {ip: _buffers(c, rank, dtype) for ip, c in calls.items()}
 
@@ -176,7 +186,7 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
     native = None
     if args.native and _native_can(dtype):
         _prepare(calls[False], rank, bufs[False], args.seed, redop)
-        native = time_call(comm, invoke(comm, False), args.iters, args.warmup)
+        native = time_call(comm, invoke(comm, False), args.iters, args.warmup, args.budget)
     expected = _reference(calls, rank, dtype, args.seed, redop) if args.check else {}
     rows = []
     bw = spec.busbw_factor(n)
@@ -196,11 +206,12 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
             res[ip] = (t, wrong if t is not None or not ip else None)
         t, wrong = res[False]
         t_ip, ip_wrong = res.get(True, (None, None))
-        label = algo or f"auto:{_selected(pc)}"
+        label = f"tuned:{_selected(pc)}" if algo == _TUNED else algo or f"auto:{_selected(pc)}"
         rows.append(Row(size, count * (n if bop.block else 1), dname, redop, args.root if spec.rooted else -1,
                         _us(t), _gbs(size, t), _gbs(size, t, bw), wrong,
                         _us(t_ip), _gbs(size, t_ip), _gbs(size, t_ip, bw), ip_wrong,
-                        label, _us(native), native / t if native is not None and t else None))
+                        label, _us(native), native / t if native is not None and t else None,
+                        calls[False].hccl_nbytes(dtype.itemsize)))
     return rows
 
 
@@ -267,7 +278,7 @@ def _reference(calls: dict[bool, Call], rank: int, dtype: np.dtype, seed: int, r
 def _time_or_none(comm: MPI.Intracomm, fn: Callable[[], None], args: BenchArgs) -> float | None:
     """:func:`time_call`, or None when the communicator refuses the call (on every rank alike)."""
     try:
-        return time_call(comm, fn, args.iters, args.warmup)
+        return time_call(comm, fn, args.iters, args.warmup, args.budget)
     except (RuntimeError, NotImplementedError):
         return None
 

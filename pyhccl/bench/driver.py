@@ -50,6 +50,12 @@ class BenchArgs:
     csv: str | None = None
     topo: str | None = None
     root: int = 0
+    inplace: bool = True
+    budget: float | None = None
+    tune: str | None = None
+    tuning: str | None = None
+    report: str | None = None
+    plot: str | None = None
 
 
 @dataclass
@@ -77,6 +83,7 @@ class Row:
     algo: str
     native_time_us: float | None
     ratio: float | None
+    nbytes: int = 0          # HCCL's data size D of the call (what selection is given)
 
 
 def parse_size(text: str) -> int:
@@ -116,6 +123,17 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON to FILE")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV to FILE")
     p.add_argument("--seed", type=int, default=0, help="seed of the checked inputs (default 0)")
+    p.add_argument("--no-inplace", action="store_true", help="time the out-of-place form only")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="cap the timed iterations of one measurement at about SECONDS (large sizes run fewer)")
+    p.add_argument("--tune", default=None, metavar="FILE",
+                   help="write a tuning file: the measured times and the fitted cost model (use with --algo all)")
+    p.add_argument("--tuning", default=None, metavar="FILE",
+                   help="a tuning file for the 'tuned' column and the regret report (default: --tune's FILE)")
+    p.add_argument("--report", default=None, choices=("regret",),
+                   help="regret: per size, the HCCL profile's and the tuned choice against the best measured")
+    p.add_argument("--plot", default=None, metavar="FILE.png",
+                   help="plot busbw against size per algorithm (needs matplotlib: pip install pyhccl[plot])")
     a = p.parse_args(argv)
     minb, maxb = parse_size(a.minbytes), parse_size(a.maxbytes)
     step = parse_size(a.stepbytes) if a.stepbytes is not None else None
@@ -137,6 +155,15 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
         dtypes = tuple(str(dtype_by_name(d)) for d in dtypes)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if a.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'pyhccl[plot]'") from None
+    if a.budget is not None and not a.budget > 0:
+        raise UsageError(f"expecting --budget > 0 seconds, got {a.budget}")
+    if (a.tune or a.report) and not any(t.strip().lower() in ("all", "hccl", "templates") for t in a.algo.split(",")):
+        raise UsageError("--tune and --report measure every algorithm: add --algo all")
     if a.topo is not None:
         from ..topo import parse_topo
         try:
@@ -144,7 +171,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
         except (TypeError, ValueError) as e:
             raise UsageError(f"--topo: {e}") from None
     return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
-                     redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root)
+                     redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root,
+                     not a.no_inplace, a.budget, a.tune, a.tuning, a.report, a.plot)
 
 
 def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:
@@ -185,10 +213,19 @@ def fill(arr: np.ndarray, seed: int, rank: int, redop: str | None) -> None:
     arr[...] = v.astype(arr.dtype)
 
 
-def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: int) -> float:
-    """Seconds per call, the slowest rank's average over ``iters`` after ``warmup`` calls."""
-    for _ in range(warmup):
+def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: int,
+              budget: float | None = None) -> float:
+    """Seconds per call, the slowest rank's average over ``iters`` after ``warmup`` calls.
+
+    With ``budget`` (seconds), ``iters`` drops so that the timed loop takes about that long,
+    judged from the slowest rank's warm-up calls (at least one); every rank runs the same count.
+    """
+    t0 = MPI.Wtime()
+    for _ in range(max(warmup, 1 if budget else 0)):
         fn()
+    if budget:
+        per = comm.allreduce((MPI.Wtime() - t0) / max(warmup, 1), op=MPI.MAX)
+        iters = max(1, min(iters, int(budget / per) if per > 0 else iters))
     comm.Barrier()
     t0 = MPI.Wtime()
     for _ in range(iters):
