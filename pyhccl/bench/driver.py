@@ -56,6 +56,7 @@ class BenchArgs:
     tuning: str | None = None
     report: str | None = None
     plot: str | None = None
+    size_list: tuple[int, ...] = ()
 
 
 @dataclass
@@ -123,6 +124,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     p.add_argument("--json", default=None, metavar="FILE", help="also write the rows as JSON to FILE")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV to FILE")
     p.add_argument("--seed", type=int, default=0, help="seed of the checked inputs (default 0)")
+    p.add_argument("--sizes", default=None, metavar="LIST",
+                   help="explicit sizes instead of -b/-e/-f, comma-separated, e.g. 8,4K,64M")
     p.add_argument("--no-inplace", action="store_true", help="time the out-of-place form only")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="cap the timed iterations of one measurement at about SECONDS (large sizes run fewer)")
@@ -172,11 +175,15 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
             raise UsageError(f"--topo: {e}") from None
     return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
                      redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root,
-                     not a.no_inplace, a.budget, a.tune, a.tuning, a.report, a.plot)
+                     not a.no_inplace, a.budget, a.tune, a.tuning, a.report, a.plot,
+                     tuple(parse_size(t) for t in a.sizes.split(",") if t.strip()) if a.sizes else ())
 
 
 def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:
-    """Sizes from -b to -e, rounded down to whole elements times ``granularity``."""
+    """Sizes from -b to -e (or ``--sizes``), rounded down to whole elements times ``granularity``."""
+    unit = itemsize * granularity
+    if args.size_list:
+        return list(dict.fromkeys(s // unit * unit for s in args.size_list))
     out, size = [], args.minbytes
     while size <= args.maxbytes:
         unit = itemsize * granularity
