@@ -5,7 +5,8 @@ Where HCCL's cost model prices candidates with coefficients measured on Ascend h
 measured profile keeps the three stages and changes the numbers: each candidate's cost is the
 fit of :mod:`pyhccl.tune.fit` applied to its plan's counts, then :class:`MeasuredTuner` (a tuner
 plugin like any other, hccl_tuner_plugin.h) replaces it with the measured time where the file
-has points around the size. Candidates are every HCCL name whose hard attributes accept the
+has points around the size; where any candidate has, the fit-only ones step aside (the fit's
+error is larger than the gaps it would decide). Candidates are every HCCL name whose hard attributes accept the
 call, pyhccl's templates for the op, and the wrapped MPI's own collective (:data:`NATIVE`),
 which only this profile may choose.
 """
@@ -101,8 +102,11 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
     plugin = MeasuredTuner(tuning)
     Tuner(plugin, "pyhccl.tune.MeasuredTuner").enrich(op, call, topo, rows, result.tuner_changes)
     source.update(plugin.how)
+    any_measured = bool(plugin.how)
     for row in rows:
         row.priced_by = source.get(row.name, "")
+        if any_measured and row.priced_by == "fit":     # measurements outrank the model where they exist
+            row.cost, row.filtered = None, "not measured at this size (measured candidates are)"
         if row.cost is not None and math.isinf(row.cost):
             row.cost = None
             row.filtered = ("no measured point around this size" if row.name == NATIVE
