@@ -33,13 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inplace", action="store_true")
     p.add_argument("--deterministic", default="false", choices=("false", "true", "strict"))
     p.add_argument("--symmetric-memory", action="store_true")
+    p.add_argument("--tuning", default=None, metavar="FILE",
+                   help="a tuning file: the measured profile chooses (default PYHCCL_TUNING_FILE; '' for none)")
     a = p.parse_args(argv)
     try:
         topo = calc_topo_info(a.topo, a.rank)
         sel = select(a.op, topo, parse_size(a.size), a.dtype, a.reduce_op, device=a.device,
                      expansion_mode=a.expansion_mode, mode=a.mode, engine=a.engine, cascade=not a.no_cascade,
                      algo=a.algo, inplace=a.inplace, deterministic=a.deterministic,
-                     symmetric_memory=a.symmetric_memory)
+                     symmetric_memory=a.symmetric_memory, tuning=a.tuning)
     except SelectionError as exc:
         print(exc.selection)
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
