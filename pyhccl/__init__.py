@@ -1,6 +1,6 @@
 """pyhccl: HCCL's topology-aware collective algorithms over MPI.
 
-``Communicator`` is imported on first use, so that the plans and the simulator can be used
+``Communicator`` and ``CollectiveTimeoutError`` are imported on first use, so that the plans and the simulator can be used
 (and ``python -m pyhccl.verify`` run) without initialising MPI.
 """
 
@@ -12,8 +12,9 @@ from .run.sim import SimulationError, simulate
 
 if TYPE_CHECKING:
     from .comm import Communicator
+    from .run.mpi import CollectiveTimeoutError
 
-__all__ = ["Communicator", "ALLREDUCE_ALGOS", "Call", "Plan", "build_plan", "format_plans",
+__all__ = ["Communicator", "CollectiveTimeoutError", "ALLREDUCE_ALGOS", "Call", "Plan", "build_plan", "format_plans",
            "SimulationError", "simulate"]
 __version__ = "0.1.0"
 
@@ -22,4 +23,7 @@ def __getattr__(name: str):
     if name == "Communicator":
         from .comm import Communicator
         return Communicator
+    if name == "CollectiveTimeoutError":
+        from .run.mpi import CollectiveTimeoutError
+        return CollectiveTimeoutError
     raise AttributeError(f"module 'pyhccl' has no attribute {name!r}")

@@ -8,9 +8,12 @@ forwards to the wrapped communicator unchanged.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
+import sys
+import traceback
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -19,10 +22,10 @@ from mpi4py import MPI
 from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 
 from .algo import registry
-from .ops import PARSERS, Env, Job, to_device
+from .ops import PARSERS, SUPPORTED_DTYPES, SUPPORTED_OPS, Env, Job, to_device
 from .opspec import OPS, Call
 from .plan.api import NotRunnableError, build_plan, flat_names, resolve_name
-from .run.mpi import CompiledPlan, compile_plan
+from .run.mpi import CollectiveTimeoutError, CompiledPlan, allgather_timed, compile_plan, timeout_seconds, wait_pending
 from .run.mpi import ub_transfer_bytes as _ub_bytes
 from .run.pool import ScratchPool
 from .select import Selection, SelectionError, normalize_op, parse_override, select_for
@@ -64,6 +67,14 @@ class Communicator:
         tuning: a tuning file (path or :class:`pyhccl.tune.Tuning`) measured on this machine:
             selection uses its measured profile (docs/tuning.md); default ``PYHCCL_TUNING_FILE``,
             "" for none. A file of another topology or rank count raises TuningError on every rank.
+        check: before every collective, one small allreduce checks that all ranks make the same
+            call (method, dtype, count, root, reduce op, algorithm); a difference raises ValueError
+            on every rank naming the ranks and their values. Default ``PYHCCL_CHECK`` (1/0), else off.
+        timeout: seconds a step (or the library's own agreement) may wait before raising
+            :class:`pyhccl.CollectiveTimeoutError` on the waiting rank; default ``PYHCCL_TIMEOUT``,
+            else none (0 or "": none).
+        abort_on_timeout: after a timeout, print the error and ``Abort`` the wrapped communicator so
+            a batch job ends; False raises the error instead. Default ``PYHCCL_TIMEOUT_ABORT``, else on.
 
     Attributes:
         topology: this rank's place in the machine and HCCL's TopoInfo, computed once here.
@@ -74,7 +85,8 @@ class Communicator:
     """
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algo: str | None = None,
-                 ub_transfer_bytes: int | None = None, topo: Any = None, tuning: Any = None) -> None:
+                 ub_transfer_bytes: int | None = None, topo: Any = None, tuning: Any = None,
+                 check: bool | None = None, timeout: float | None = None, abort_on_timeout: bool | None = None) -> None:
         comm = MPI.COMM_WORLD if comm is None else comm
         if isinstance(comm, Communicator):
             comm = comm.comm
@@ -83,6 +95,11 @@ class Communicator:
         algo = (os.environ.get("PYHCCL_ALGO") or None) if algo is None else algo
         self._algo, self._override = _split_algo(algo)
         self._ub = _ub_bytes(ub_transfer_bytes)
+        self._check = _flag(check, "check", "PYHCCL_CHECK", False)
+        self._timeout = timeout_seconds(timeout)
+        self._abort = _flag(abort_on_timeout, "abort_on_timeout", "PYHCCL_TIMEOUT_ABORT", True)
+        self._seq = 0                   # collectives called, for the check
+        self._method = ""               # the method being parsed, for the check of the parsers' allgathers
         self._comm = comm
         self._pcomm = comm.Dup()
         self._topo = topo
@@ -93,7 +110,8 @@ class Communicator:
         self.last_selection: Selection | None = None
         self._pool = ScratchPool()
         self._stage = ScratchPool()
-        self._env = Env(comm.Get_rank(), comm.Get_size(), self._stage.get, self._pcomm.allgather)
+        gather = self._pcomm.allgather if not (self._check or self._timeout) else self._parser_allgather
+        self._env = Env(comm.Get_rank(), comm.Get_size(), self._stage.get, gather)
         self.fallbacks = 0
 
     # -- identity and forwarding ---------------------------------------------------------
@@ -117,7 +135,8 @@ class Communicator:
         """Duplicate: a pyhccl communicator over a duplicate of the wrapped one."""
         dup = self._comm.Dup() if info is None else self._comm.Dup(info)
         return Communicator(dup, algo=self.algo or "", ub_transfer_bytes=self._ub, topo=self._topo,
-                            tuning=self._tuning or "")
+                            tuning=self._tuning or "", check=self._check, timeout=self._timeout or 0,
+                            abort_on_timeout=self._abort)
 
     def Free(self) -> None:
         """Free the private duplicate, then the wrapped communicator."""
@@ -181,7 +200,35 @@ class Communicator:
     def _fallback(self, method: str, reason: str, *args: Any) -> None:
         self.fallbacks += 1
         log.debug("pyhccl: %s goes to the wrapped communicator: %s", method, reason)
-        getattr(self._comm, method)(*args)
+        try:
+            getattr(self._comm, method)(*args)
+        except Exception as e:
+            e.add_note(f"pyhccl: {method} went to the wrapped MPI communicator because of the {reason}; pyhccl runs "
+                       f"{', '.join(SUPPORTED_OPS)} on contiguous buffers of {', '.join(SUPPORTED_DTYPES)} itself, "
+                       "and the wrapped MPI runs the rest when it supports it: this error is MPI's")
+            raise
+
+    def _parser_allgather(self, obj: Any) -> list:
+        """The parsers' allgather (Reduce_scatter's counts, Alltoallv's matrix): checked first, timed."""
+        if self._check:
+            _check(self, self._method, None)
+        return allgather_timed(self._pcomm, obj, self._timeout, f"the count exchange of {self._method}")
+
+
+def _flag(value: Any, name: str, var: str, default: bool) -> bool:
+    """A boolean setting: ``value``, else the variable (1/0, true/false, yes/no, on/off), else ``default``."""
+    if value is not None:
+        if not isinstance(value, (bool, int)):
+            raise TypeError(f"expecting {name} as a bool, got {type(value).__name__}")
+        return bool(value)
+    text = os.environ.get(var, "").strip().lower()
+    if not text:
+        return default
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expecting {var} to be 1 or 0 (true/false, yes/no, on/off), got {text!r}")
 
 
 def _split_algo(algo: str | None) -> tuple[str | None, str | None]:
@@ -222,22 +269,165 @@ def _load_tuning(comm: MPI.Intracomm, tuning: Any, topology: Any) -> Tuning | No
 
 
 def _collective(c: Communicator, method: str, *args: Any) -> None:
-    """Parse -> Call -> algorithm (agreed once per call shape) -> plan (cached) -> run."""
-    job = PARSERS[method](c._env, *args)
-    if isinstance(job, str):
-        return c._fallback(method, job, *args)
-    call = job.call
-    if call.data_count == 0 and call.op != "barrier":
-        return None
-    plan = _compiled(c, job)
-    if plan is None:
-        if c.last_selection is not None and c.last_selection.algorithm == NATIVE:
-            return getattr(c._comm, method)(*args)          # the measured profile chose native MPI
-        return c._fallback(method, "no pyhccl algorithm runs it", *args)
-    plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc)
+    """Parse -> (check) -> Call -> algorithm (agreed once per call shape) -> plan (cached) -> run."""
+    try:
+        if c._check:
+            job = _parse_checked(c, method, args)
+        else:
+            job = PARSERS[method](c._env, *args)
+        if isinstance(job, str):
+            return c._fallback(method, job, *args)
+        call = job.call
+        if call.data_count == 0 and call.op != "barrier":
+            return None
+        plan = _compiled(c, job)
+        if plan is None:
+            if c.last_selection is not None and c.last_selection.algorithm == NATIVE:
+                return getattr(c._comm, method)(*args)          # the measured profile chose native MPI
+            return c._fallback(method, "no pyhccl algorithm runs it", *args)
+        plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc, c._timeout)
+    except CollectiveTimeoutError as e:
+        if c._abort:
+            _abort(c, e)
+        raise
     for buf in job.device:
         to_device(buf)
     return None
+
+
+def _abort(c: Communicator, e: CollectiveTimeoutError) -> None:
+    """Print the timeout error and abort the wrapped communicator's job (MPI_Abort: mpiexec ends every rank)."""
+    where = traceback.format_stack(sys._getframe(2))          # the user's call, above the method
+    sys.stderr.write("Traceback (most recent call last):\n" + "".join(where + traceback.format_exception(e)[1:]))
+    sys.stderr.write(f"pyhccl: rank {c._env.rank} aborts the job after a timeout (PYHCCL_TIMEOUT); "
+                     "set PYHCCL_TIMEOUT_ABORT=0 or abort_on_timeout=False to raise instead\n")
+    sys.stderr.flush()
+    c._comm.Abort(_ABORT_CODE)
+
+
+# -- the consistency check (PYHCCL_CHECK) ---------------------------------------------------------
+
+#: Exit code of a job aborted after a timeout.
+_ABORT_CODE = 14
+_METHOD_ID = {m: i for i, m in enumerate(PARSERS)}
+_DTYPE_ID = {d: i for i, d in enumerate(SUPPORTED_DTYPES.values())}
+_REDUCE_ID = {name.lower(): i for i, name in enumerate(SUPPORTED_OPS)}
+#: What each rank does with the call, the check's ``runs`` field.
+_PYHCCL, _FALLBACK, _ERROR, _EXCHANGE = range(4)
+#: The check vector: call number, method, runs, dtype, count, root, reduce op, call digest, algorithm digest,
+#: algorithm agreed (not compared: ranks that disagree on it all agree afresh).
+_NCHECK = 10
+
+
+def _parse_checked(c: Communicator, method: str, args: tuple) -> Job | str:
+    """The parser under the check: an argument error on some ranks fails every rank, not a hang."""
+    c._seq += 1
+    c._method = method
+    try:
+        job = PARSERS[method](c._env, *args)
+    except CollectiveTimeoutError:
+        raise
+    except Exception as e:
+        _check(c, method, e)
+        raise
+    _check(c, method, job)
+    return job
+
+
+def _check(c: Communicator, method: str, what: Job | str | BaseException | None) -> None:
+    """One allreduce of a fixed-size int64 vector (max of v and -v): every rank's call must match.
+
+    ``what``: the parsed job, a fallback reason, the argument error, or None before a parser's own
+    allgather. A difference raises the same ValueError on every rank, naming ranks and values.
+    """
+    key = hit = None
+    vec = [c._seq, _METHOD_ID[method], _PYHCCL, -1, -1, -1, -1, 0, 0, 1]
+    if isinstance(what, Job):
+        shape = _shape(what.call)
+        key = (shape, what.dtype.str, what.reduce_op)
+        hit = c._agreed.get(key)
+        vec[3:10] = (_DTYPE_ID.get(what.dtype, -2), _total(shape), shape.root if shape.spec.rooted else -1,
+                     _REDUCE_ID.get(what.reduce_op, -2) if what.ufunc is not None else -1, _digest(key),
+                     _digest(hit[0]) if hit else 0, 1 if hit else 0)
+    else:
+        vec[2] = _FALLBACK if isinstance(what, str) else _ERROR if what is not None else _EXCHANGE
+    both = np.array(vec + [-v for v in vec], np.int64)
+    if c._timeout is None:
+        c._pcomm.Allreduce(MPI.IN_PLACE, both, MPI.MAX)
+    else:
+        req = c._pcomm.Iallreduce(MPI.IN_PLACE, both, MPI.MAX)
+        if wait_pending([req], c._timeout):
+            raise CollectiveTimeoutError(
+                f"rank {c._env.rank} waited {c._timeout:g} s (PYHCCL_TIMEOUT) in the check (PYHCCL_CHECK) of "
+                f"{method}: some rank has not joined (stalled, or calling another collective)", algorithm="check")
+    hi, lo = both[:_NCHECK], -both[_NCHECK:]
+    agreed = lo[9] == 1
+    if (hi[:8] == lo[:8]).all() and (not agreed or hi[8] == lo[8]):
+        if not agreed and hit is not None:      # some rank has not agreed on this shape: all agree afresh
+            del c._agreed[key]
+        return
+    rows = allgather_timed(c._pcomm, _describe_call(method, what, hit, c._seq), c._timeout,
+                           f"the check (PYHCCL_CHECK) of {method}")
+    raise ValueError(_disagreement(rows)) from (what if isinstance(what, BaseException) else None)
+
+
+def _describe_call(method: str, what: Any, hit: Any, seq: int) -> dict[str, str]:
+    """This rank's call in words, field by field, for the check's error."""
+    d = {"call number": str(seq), "method": method, "runs": "pyhccl", "dtype": "-", "count": "-",
+         "root": "-", "reduce op": "-", "algorithm": hit[0] if hit else "", "arguments": ""}
+    if isinstance(what, Job):
+        shape = _shape(what.call)
+        d.update(dtype=str(what.dtype), count=_describe(shape, root=False),
+                 root=str(shape.root) if shape.spec.rooted else "-", arguments=repr(shape))
+        if what.ufunc is not None and shape.op != "barrier":
+            d["reduce op"] = what.reduce_op
+    elif isinstance(what, str):
+        d["runs"] = f"the wrapped MPI ({what})"
+    elif what is not None:
+        d["runs"] = f"an argument error ({type(what).__name__}: {what})"
+    else:
+        d["runs"] = "its count exchange"
+    return d
+
+
+def _disagreement(rows: list[dict[str, str]]) -> str:
+    """The check's error, built from every rank's description, so every rank raises the same text."""
+    fields = [f for f in rows[0] if f not in ("algorithm", "arguments") and len({r[f] for r in rows}) > 1]
+    if "runs" in fields:                # the other fields of a rank that does not run pyhccl say nothing
+        fields = [f for f in fields if f in ("call number", "method", "runs")]
+    if all(r["algorithm"] for r in rows) and len({r["algorithm"] for r in rows}) > 1:
+        fields.append("algorithm")
+    if not fields:
+        fields = ["arguments"]
+    parts = []
+    for f in fields:
+        groups: dict[str, list[int]] = {}
+        for rank, r in enumerate(rows):
+            groups.setdefault(r[f], []).append(rank)
+        parts.append(f"{f}: " + "; ".join(f"{_ranks(rs)}: {v}" for v, rs in groups.items()))
+    return (f"ranks disagree on a collective call (PYHCCL_CHECK): {' | '.join(parts)}; every rank must make the "
+            "same collective calls in the same order, with matching counts, dtypes, root and op")
+
+
+def _ranks(rs: list[int]) -> str:
+    if len(rs) == 1:
+        return f"rank {rs[0]}"
+    return "ranks " + ", ".join(map(str, rs[:8])) + (f", ... ({len(rs)} ranks)" if len(rs) > 8 else "")
+
+
+def _total(call: Call) -> int:
+    """Elements of the call: count, the sum of counts, or of the matrix."""
+    if call.counts is not None:
+        return sum(call.counts)
+    if call.matrix is not None:
+        return sum(map(sum, call.matrix))
+    return call.count
+
+
+@functools.lru_cache(maxsize=256)
+def _digest(value: Any) -> int:
+    """A 56-bit digest of ``value``'s repr (it and its negation fit in int64)."""
+    return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=7).digest(), "little")
 
 
 def _shape(call: Call) -> Call:
@@ -293,7 +483,8 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
         detail = f"{type(e).__name__}: {str(e).splitlines()[0]}"
     except Exception as e:              # noqa: BLE001 - any failure must reach every rank, not hang them
         status, detail = "error", f"{type(e).__name__}: {e}"
-    outcome = c._pcomm.allgather((digest, what, name, status, detail))
+    outcome = allgather_timed(c._pcomm, (digest, what, name, status, detail), c._timeout,
+                              f"the algorithm agreement of {what}")
     if len({o[0] for o in outcome}) > 1:
         firsts = {}
         for r, o in enumerate(outcome):
@@ -372,7 +563,7 @@ def _nbytes(call: Call, dtype: np.dtype) -> int:
     return max(call.data_count, 1 if call.op == "barrier" else 0) * dtype.itemsize
 
 
-def _describe(call: Call) -> str:
+def _describe(call: Call, root: bool = True) -> str:
     if call.counts is not None:
         text = f"counts {list(call.counts)}"
     elif call.matrix is not None:
@@ -380,5 +571,5 @@ def _describe(call: Call) -> str:
     else:
         text = str(call.count)
     text = text if len(text) < 80 else text[:76] + " ..."
-    root = f" root {call.root}" if call.spec.rooted else ""
+    root = f" root {call.root}" if call.spec.rooted and root else ""
     return text + root + (" in place" if call.in_place and call.op != "broadcast" else "")

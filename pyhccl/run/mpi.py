@@ -1,5 +1,9 @@
 """MPI runtime: runs one rank's plan with Irecv/Isend and one wait per step.
 
+With a timeout (``PYHCCL_TIMEOUT``) each step's wait polls against a deadline instead, and a
+step that does not complete raises :class:`CollectiveTimeoutError` naming the step and what
+it still waits for; without one the loop is a plain ``Waitall`` per step.
+
 Every transfer is cut into messages of at most the UB transfer size; strided regions are
 packed into (and unpacked from) staging space after the plan's scratch. Cutting is done on
 the transfer's element stream, so sender and receiver agree on the messages whatever the
@@ -9,14 +13,17 @@ shape of their regions.
 from __future__ import annotations
 
 import os
-from typing import Callable
+import pickle
+import time
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from mpi4py import MPI
 
 from ..plan.ir import Buf, Kind, Plan, Region
 
-__all__ = ["UB_TRANSFER_BYTES", "ub_transfer_bytes", "CompiledPlan", "compile_plan"]
+__all__ = ["UB_TRANSFER_BYTES", "ub_transfer_bytes", "timeout_seconds", "CollectiveTimeoutError", "CompiledPlan",
+           "compile_plan", "wait_pending", "allgather_timed"]
 
 #: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
 #: the UB protocol's largest single transfer; pyhccl uses it as its message size.
@@ -46,6 +53,96 @@ def ub_transfer_bytes(value: int | str | None = None) -> int:
     return n
 
 
+def timeout_seconds(value: float | str | None = None) -> float | None:
+    """The per-step timeout: ``value``, else ``PYHCCL_TIMEOUT``; None (no timeout) for unset, "" or 0.
+
+    Raises:
+        ValueError: a value that is not a non-negative number of seconds.
+    """
+    src = "timeout"
+    if value is None:
+        value = os.environ.get("PYHCCL_TIMEOUT", "")
+        src = "PYHCCL_TIMEOUT"
+    if isinstance(value, str) and not value.strip():
+        return None
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not t >= 0 or t == float("inf"):
+        raise ValueError(f"expecting {src} to be a number of seconds (0 or empty: no timeout), got {value!r}")
+    return t or None
+
+
+class CollectiveTimeoutError(TimeoutError):
+    """A step of a collective did not complete within the timeout (``PYHCCL_TIMEOUT``).
+
+    Raised on the rank that waits; the message names the algorithm, the step and the peers and
+    regions still pending. The communicator's state is undefined afterwards (its peers may still
+    be in the call): free it or end the job.
+
+    Attributes:
+        algorithm: the algorithm (or the library phase, such as the agreement) that waited.
+        step: the step index in the plan, or None outside a plan.
+        pending: one line per transfer still pending.
+    """
+
+    def __init__(self, message: str, algorithm: str = "", step: int | None = None,
+                 pending: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.algorithm, self.step, self.pending = algorithm, step, tuple(pending)
+
+
+#: Polling while a timed wait is pending: spin this long, then sleep, doubling up to the cap.
+_SPIN_S, _SLEEP_CAP_S = 1e-4, 1e-3
+
+
+def wait_pending(reqs: list[MPI.Request], timeout: float) -> list[int]:
+    """``MPI.Request.Waitall`` with a deadline: the indices still pending after ``timeout`` s, [] when done."""
+    if MPI.Request.Testall(reqs):
+        return []
+    start = time.monotonic()
+    pause = 0.0
+    while not MPI.Request.Testall(reqs):
+        now = time.monotonic()
+        if now - start >= timeout:
+            pending = [k for k, r in enumerate(reqs) if not r.Get_status()]
+            if pending or not MPI.Request.Testall(reqs):
+                return pending or list(range(len(reqs)))
+            return []
+        if now - start > _SPIN_S:
+            time.sleep(pause)
+            pause = min(2 * pause or 1e-5, _SLEEP_CAP_S)
+    return []
+
+
+def allgather_timed(comm: MPI.Intracomm, obj: Any, timeout: float | None, what: str) -> list:
+    """``comm.allgather(obj)``; with a timeout, non-blocking and raising CollectiveTimeoutError on expiry.
+
+    ``what`` names the phase in the error (``"the algorithm agreement of AllReduce of 8 x float32"``).
+    """
+    if timeout is None:
+        return comm.allgather(obj)
+    data = pickle.dumps(obj)
+    n = comm.Get_size()
+    sizes = np.zeros(n, np.int64)
+    _timed(comm.Iallgather(np.array([len(data)], np.int64), sizes), comm, timeout, what)
+    displs = np.zeros(n, np.int64)
+    np.cumsum(sizes[:-1], out=displs[1:])
+    out = bytearray(int(sizes.sum()))
+    _timed(comm.Iallgatherv(data, [out, sizes.tolist(), displs.tolist(), MPI.BYTE]), comm, timeout, what)
+    return [pickle.loads(out[d:d + s]) for d, s in zip(displs.tolist(), sizes.tolist())]
+
+
+def _timed(req: MPI.Request, comm: MPI.Intracomm, timeout: float, what: str) -> None:
+    """Wait for one collective request; on expiry raise naming the phase (which ranks lag is not known)."""
+    if wait_pending([req], timeout):
+        raise CollectiveTimeoutError(
+            f"rank {comm.Get_rank()} waited {timeout:g} s (PYHCCL_TIMEOUT) in {what}: a collective over all "
+            f"{comm.Get_size()} ranks that some rank has not joined (stalled, or calling another collective)",
+            algorithm=what)
+
+
 _BUF_INDEX = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2}
 
 
@@ -60,12 +157,14 @@ class CompiledPlan:
 
     def __init__(self, plan: Plan, itemsize: int, ub_bytes: int) -> None:
         self.plan = plan
+        self.itemsize = itemsize
+        self.origins: list[list] = []    # per step, the plan action of each message (for timeout reports)
         per_msg = max(1, ub_bytes // itemsize) * itemsize
         base = plan.scratch_count()
         stage_need = base
         self.steps: list[tuple[list, list, list, list]] = []
         for step in plan.steps:
-            msgs, packs, unpacks, stage = [], [], [], base
+            msgs, packs, unpacks, stage, origin = [], [], [], base, []
             for a in step.transfers:
                 is_send = a.kind is Kind.SEND
                 r = a.src if is_send else a.dst
@@ -79,13 +178,22 @@ class CompiledPlan:
                     b, lo = _BUF_INDEX[r.buf], r.offset * itemsize
                 hi = lo + r.size * itemsize
                 msgs += [(is_send, a.peer, b, x, min(x + per_msg, hi)) for x in range(lo, hi, per_msg)]
+                origin += [a] * (len(msgs) - len(origin))
             stage_need = max(stage_need, stage)
             local = [(a.kind is Kind.REDUCE, _local_ref(a.dst), _local_ref(a.src)) for a in step.local if a.src.size]
             self.steps.append((msgs, packs, unpacks, local))
+            self.origins.append(origin)
         self.scratch_count = stage_need
 
-    def run(self, comm: MPI.Intracomm, bufs: tuple[np.ndarray, np.ndarray, np.ndarray], ufunc: Callable) -> None:
-        """Execute on ``comm`` with ``(input, output, scratch)`` arrays of one dtype."""
+    def run(self, comm: MPI.Intracomm, bufs: tuple[np.ndarray, np.ndarray, np.ndarray], ufunc: Callable,
+            timeout: float | None = None) -> None:
+        """Execute on ``comm`` with ``(input, output, scratch)`` arrays of one dtype.
+
+        Raises:
+            CollectiveTimeoutError: with ``timeout`` (seconds), a step that did not complete in time.
+        """
+        if timeout is not None:
+            return self._run_timed(comm, bufs, ufunc, timeout)
         raw = [b.view(np.uint8) for b in bufs]
         scratch = bufs[2]
         isend, irecv = comm.Isend, comm.Irecv
@@ -110,6 +218,54 @@ class CompiledPlan:
                     ufunc(d, v, out=d)
                 else:
                     np.copyto(d, v)
+        return None
+
+    def _run_timed(self, comm: MPI.Intracomm, bufs: tuple[np.ndarray, np.ndarray, np.ndarray], ufunc: Callable,
+                   timeout: float) -> None:
+        """``run`` with each step's wait polled against a deadline (only when a timeout is set)."""
+        raw = [b.view(np.uint8) for b in bufs]
+        scratch = bufs[2]
+        for i, (msgs, packs, unpacks, local) in enumerate(self.steps):
+            if msgs:
+                for r, at in packs:
+                    np.copyto(scratch[at:at + r.size].reshape(r.repeat, r.count), _view(bufs, r))
+                reqs = [comm.Isend(raw[b][lo:hi], peer, _TAG) if send else comm.Irecv(raw[b][lo:hi], peer, _TAG)
+                        for send, peer, b, lo, hi in msgs]
+                pending = wait_pending(reqs, timeout)
+                if pending:
+                    raise self._stalled(comm, i, reqs, pending, timeout)
+                for r, at in unpacks:
+                    np.copyto(_view(bufs, r), scratch[at:at + r.size].reshape(r.repeat, r.count))
+            for is_reduce, dst, src in local:
+                d = bufs[dst[0]][dst[1]:dst[2]] if type(dst) is tuple else _view(bufs, dst)
+                v = bufs[src[0]][src[1]:src[2]] if type(src) is tuple else _view(bufs, src)
+                if d.shape != v.shape:
+                    d, v = (d.reshape(v.shape), v) if d.ndim == 1 else (d, v.reshape(d.shape))
+                if is_reduce:
+                    ufunc(d, v, out=d)
+                else:
+                    np.copyto(d, v)
+
+    def _stalled(self, comm: MPI.Intracomm, i: int, reqs: list[MPI.Request], pending: list[int],
+                 timeout: float) -> CollectiveTimeoutError:
+        """The error for step ``i``; pending receives are cancelled so no late message lands in the buffers."""
+        msgs, origin = self.steps[i][0], self.origins[i]
+        recvs = [reqs[k] for k in pending if not msgs[k][0]]
+        for r in recvs:
+            r.Cancel()
+        MPI.Request.Waitall(recvs)      # completes locally once cancelled
+        lines: dict[str, int] = {}
+        for k in pending:
+            a = origin[k]
+            text = f"send to rank {a.peer} from {a.src}" if msgs[k][0] else f"recv from rank {a.peer} into {a.dst}"
+            lines[text] = lines.get(text, 0) + 1
+        parts = [t + (f" ({m} messages)" if m > 1 else "") for t, m in lines.items()]
+        algo, op = self.plan.info("algo", "?"), self.plan.info("op", "?")
+        nsteps = len(self.steps)
+        return CollectiveTimeoutError(
+            f"rank {comm.Get_rank()} waited {timeout:g} s (PYHCCL_TIMEOUT) in step {i} (of steps 0..{nsteps - 1}) of {op} "
+            f"algorithm {algo} (count {self.plan.info('count', '?')}, {self.itemsize}-byte elements); still pending: "
+            + "; ".join(parts), algorithm=algo, step=i, pending=parts)
 
 
 def _local_ref(r: Region) -> tuple[int, int, int] | Region:
