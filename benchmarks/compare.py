@@ -53,9 +53,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--op", default="allreduce", help="the bench command (default allreduce)")
     p.add_argument("--configs", default=None, help=f"ranks:topology list (default {CONFIGS})")
     p.add_argument("--sizes", default=None, help=f"sizes (default {SIZES})")
-    p.add_argument("--iters", type=int, default=20, help="timed iterations per measurement, at most (default 20)")
+    p.add_argument("--iters", type=int, default=25, help="timed iterations per measurement, at most (default 25)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up iterations (default 3)")
     p.add_argument("--budget", type=float, default=0.5, help="seconds of timed iterations per measurement (default 0.5)")
+    p.add_argument("--blocks", type=int, default=5, help="timing blocks; the median block counts (default 5)")
     p.add_argument("--quick", action="store_true", help=f"configs {QUICK_CONFIGS}, sizes {QUICK_SIZES}, budget 0.05 s")
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a job counts as hung (default 3600)")
     p.add_argument("--results-dir", type=Path, default=HERE / "results")
@@ -75,7 +76,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def bench(a: argparse.Namespace, n: int, topo: str, extra: list[str], log: Path) -> tuple[int, str]:
     cmd = [*mpiexec_command(), "-n", str(n), sys.executable, "-m", "pyhccl.bench", a.op, "--topo", topo,
            "--algo", "all", "--sizes", a.sizes, "--no-inplace", "-n", str(a.iters), "-w", str(a.warmup),
-           "--budget", str(a.budget), *extra]
+           "--budget", str(a.budget), "--blocks", str(a.blocks), *extra]
     print("+", " ".join(cmd), flush=True)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=launch_env(YIELD), cwd=REPO)

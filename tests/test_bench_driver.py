@@ -90,3 +90,15 @@ def test_missing_forms_print_dashes_and_csv_round_trips(tmp_path):
     write_csv([row], tmp_path / "rows.csv")
     got = list(csv.DictReader(open(tmp_path / "rows.csv")))
     assert got[0]["size"] == "96" and got[0]["algo"] == "auto:X" and got[0]["ip_time_us"] == ""
+
+
+def test_time_call_blocks_and_budget_run_the_same_calls():
+    from mpi4py import MPI
+
+    from pyhccl.bench.driver import time_call
+    calls = []
+    t = time_call(MPI.COMM_SELF, lambda: calls.append(1), 7, 2, blocks=3)
+    assert t >= 0 and len(calls) == 9
+    calls.clear()
+    time_call(MPI.COMM_SELF, lambda: calls.append(1), 1000, 0, budget=1e-9)
+    assert len(calls) == 2                        # one warm-up to judge the budget, then one timed call

@@ -21,6 +21,7 @@ from ..comm import Communicator
 from ..opspec import OPS, Call
 from ..ops import dtype_by_name
 from ..plan.api import flat_names, hccl_names, resolve_name
+from ..run.pool import ScratchPool
 from ..topo import TopoSpec, comm_topology
 from .driver import BenchArgs, Row, UsageError, fill, parse_args, sizes, time_call
 
@@ -138,6 +139,9 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
             out[_TUNED] = Communicator(comm, topo=args.topo, tuning=args.tuning)
         except ValueError as e:
             raise UsageError(f"--tuning: {e}") from None
+    pool = ScratchPool()              # one scratch for all: they run one at a time (30 x 64 MiB would not fit)
+    for pc in out.values():
+        pc._pool = pool
     return out
 
 
@@ -186,7 +190,7 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
     native = None
     if args.native and _native_can(dtype):
         _prepare(calls[False], rank, bufs[False], args.seed, redop)
-        native = time_call(comm, invoke(comm, False), args.iters, args.warmup, args.budget)
+        native = time_call(comm, invoke(comm, False), args.iters, args.warmup, args.budget, args.blocks)
     expected = _reference(calls, rank, dtype, args.seed, redop) if args.check else {}
     rows = []
     bw = spec.busbw_factor(n)
@@ -278,7 +282,7 @@ def _reference(calls: dict[bool, Call], rank: int, dtype: np.dtype, seed: int, r
 def _time_or_none(comm: MPI.Intracomm, fn: Callable[[], None], args: BenchArgs) -> float | None:
     """:func:`time_call`, or None when the communicator refuses the call (on every rank alike)."""
     try:
-        return time_call(comm, fn, args.iters, args.warmup, args.budget)
+        return time_call(comm, fn, args.iters, args.warmup, args.budget, args.blocks)
     except (RuntimeError, NotImplementedError):
         return None
 

@@ -52,6 +52,7 @@ class BenchArgs:
     root: int = 0
     inplace: bool = True
     budget: float | None = None
+    blocks: int = 1
     tune: str | None = None
     tuning: str | None = None
     report: str | None = None
@@ -129,6 +130,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     p.add_argument("--no-inplace", action="store_true", help="time the out-of-place form only")
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="cap the timed iterations of one measurement at about SECONDS (large sizes run fewer)")
+    p.add_argument("--blocks", type=int, default=1,
+                   help="time in this many blocks and report the median block (robust to stalls; default 1)")
     p.add_argument("--tune", default=None, metavar="FILE",
                    help="write a tuning file: the measured times and the fitted cost model (use with --algo all)")
     p.add_argument("--tuning", default=None, metavar="FILE",
@@ -163,6 +166,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'pyhccl[plot]'") from None
+    if a.blocks < 1:
+        raise UsageError(f"expecting --blocks >= 1, got {a.blocks}")
     if a.budget is not None and not a.budget > 0:
         raise UsageError(f"expecting --budget > 0 seconds, got {a.budget}")
     if (a.tune or a.report) and not any(t.strip().lower() in ("all", "hccl", "templates") for t in a.algo.split(",")):
@@ -175,7 +180,7 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
             raise UsageError(f"--topo: {e}") from None
     return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
                      redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root,
-                     not a.no_inplace, a.budget, a.tune, a.tuning, a.report, a.plot,
+                     not a.no_inplace, a.budget, a.blocks, a.tune, a.tuning, a.report, a.plot,
                      tuple(parse_size(t) for t in a.sizes.split(",") if t.strip()) if a.sizes else ())
 
 
@@ -221,11 +226,13 @@ def fill(arr: np.ndarray, seed: int, rank: int, redop: str | None) -> None:
 
 
 def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: int,
-              budget: float | None = None) -> float:
+              budget: float | None = None, blocks: int = 1) -> float:
     """Seconds per call, the slowest rank's average over ``iters`` after ``warmup`` calls.
 
     With ``budget`` (seconds), ``iters`` drops so that the timed loop takes about that long,
     judged from the slowest rank's warm-up calls (at least one); every rank runs the same count.
+    With ``blocks`` > 1 the timed calls run in that many blocks (one barrier before each) and the
+    median block's slowest-rank average is returned: a scheduler stall spoils one block, not the figure.
     """
     t0 = MPI.Wtime()
     for _ in range(max(warmup, 1 if budget else 0)):
@@ -233,12 +240,24 @@ def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: i
     if budget:
         per = comm.allreduce((MPI.Wtime() - t0) / max(warmup, 1), op=MPI.MAX)
         iters = max(1, min(iters, int(budget / per) if per > 0 else iters))
-    comm.Barrier()
-    t0 = MPI.Wtime()
-    for _ in range(iters):
-        fn()
-    dt = (MPI.Wtime() - t0) / iters
-    return comm.allreduce(dt, op=MPI.MAX)
+    if blocks <= 1:
+        comm.Barrier()
+        t0 = MPI.Wtime()
+        for _ in range(iters):
+            fn()
+        dt = (MPI.Wtime() - t0) / iters
+        return comm.allreduce(dt, op=MPI.MAX)
+    counts = [len(part) for part in np.array_split(np.arange(iters), min(blocks, iters))]
+    mine = np.empty(len(counts))
+    for i, k in enumerate(counts):
+        comm.Barrier()
+        t0 = MPI.Wtime()
+        for _ in range(k):
+            fn()
+        mine[i] = (MPI.Wtime() - t0) / k
+    slowest = np.empty_like(mine)
+    comm.Allreduce(mine, slowest, op=MPI.MAX)
+    return float(np.median(slowest))
 
 
 _HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<40} {:>9} {:>6}")
