@@ -1,0 +1,537 @@
+"""Shared-memory runtime: every rank's plan run on one node through an MPI-3 shared window.
+
+The plans are the ones the MPI runtime runs (:mod:`pyhccl.run.mpi`); only the transport
+differs. Each rank's data that a peer reads lives in that rank's segment of one window
+(``MPI.Win.Allocate_shared`` on ``comm.Split_type(MPI.COMM_TYPE_SHARED)``), every rank sees
+every segment as a numpy array, and a receive becomes a load from the peer's segment, the way
+UB's memory semantics let an NPU load and reduce a peer's HBM (HCCL's Mesh templates over
+``MemSemantic`` links). The window is allocated once per communicator and grown, never per call.
+
+API::
+
+    engine = ShmEngine(comm)                     # collective; ValueError off one node
+    plan = compile_shm(call, "MeshTwoShot", np.dtype(np.float32).itemsize, comm.Get_rank())
+    plan.run(engine, (inp, out, scratch), np.add)   # as CompiledPlan.run(comm, bufs, ufunc)
+    run_shm(comm, call, "MeshTwoShot", inp, out, np.add)   # the same, engine and plan cached
+
+``compile_shm`` builds every rank's plan (``groups``: each rank's level groups, as
+``Layout.algo_groups`` gives them, for HCCL's names) and compiles them together, so each
+receive is matched to the peer's send region at compile time (in order per pair of ranks
+within a step, as the MPI runtime's matching does). ``scratch`` is ignored: scratch lives in
+the window. For an in-place call pass ``inp`` = ``out`` (as the Communicator does).
+``plan.buffers(engine, dtype)`` returns ``(inp, out)`` arrays that are this rank's own window
+areas: a call on them copies nothing in or out.
+
+Compilation works on atoms (the sim's idea: buffers cut at every boundary any plan uses) and
+on the values written into them, then
+
+* fuses a receive into scratch that feeds one local reduce (or copy) of the same step into
+  that op: ``ufunc(dst, peer_view, out=dst)``, no intermediate copy;
+* folds a copy ``d = s`` whose value only feeds one later reduce into it: ``ufunc(s, x, out=d)``;
+* places each written value: in the window only when a peer reads it, else straight in the
+  user's buffer; the user's input enters the window only where a peer reads it, and the
+  output leaves it only where the final value is there (copied right after it is written).
+
+Steps are separated by a node barrier (with ``Win.Sync``) before each step that loads from a
+peer and after it; a step in which a rank overwrites what a peer loads in that step gets one
+more between the loads and the local operations. Ops per buffer address are built once and
+cached, so the run loop is one call per contiguous piece.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict, defaultdict
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from ..opspec import Call
+from ..plan.api import build_plan
+from ..plan.ir import Buf, Kind, Plan, Region
+
+__all__ = ["ShmEngine", "ShmPlan", "compile_shm", "shm_engine", "run_shm"]
+
+_ALIGN = 64                         # bytes: every window area starts on a cache line
+_COPY, _UFUNC, _SYNC = 0, 1, 2
+_USER, _WIN = "u", "w"
+_KEYVAL = MPI.Comm.Create_keyval()
+_VIEW_CACHE = 4                     # buffer-address keys kept per plan
+
+
+class ShmEngine:
+    """The node communicator and the growing shared window of one communicator.
+
+    Raises:
+        ValueError: ranks of ``comm`` on more than one node (the window cannot span nodes).
+    """
+
+    def __init__(self, comm: MPI.Intracomm) -> None:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        ok = node.Get_size() == comm.Get_size()
+        if not comm.allreduce(ok, op=MPI.LAND):
+            node.Free()
+            raise ValueError(f"expecting every rank of the communicator on one node for the shared-memory "
+                             f"engine, got {comm.Get_size()} ranks over several nodes; use the MPI runtime "
+                             f"(pyhccl.run.mpi.compile_plan) or a node communicator "
+                             f"(comm.Split_type(MPI.COMM_TYPE_SHARED))")
+        self.comm, self.rank, self.size = node, node.Get_rank(), node.Get_size()
+        self.win: MPI.Win | None = None
+        self.nbytes = 0
+        self.generation = 0
+        self.segments: list[np.ndarray] = []
+        self._old: list[MPI.Win] = []     # grown-out windows whose buffers were handed out
+
+    def reserve(self, nbytes: int) -> None:
+        """Make every segment at least ``nbytes`` (collective: every rank asks for the same)."""
+        if nbytes <= self.nbytes and self.win is not None:
+            return
+        nbytes = max(nbytes, 2 * self.nbytes, 1 << 16)
+        if self.win is not None:
+            self.win.Unlock_all()
+            self._old.append(self.win)
+        self.win = MPI.Win.Allocate_shared(nbytes, 1, comm=self.comm)
+        self.win.Lock_all(MPI.MODE_NOCHECK)
+        self.segments = []
+        for p in range(self.size):
+            buf, _ = self.win.Shared_query(p)
+            self.segments.append(np.frombuffer(buf, np.uint8, nbytes))
+        self.nbytes = nbytes
+        self.generation += 1
+
+    def sync(self) -> None:
+        """Make every rank's stores to the window visible to all: Win.Sync, node barrier, Win.Sync."""
+        self.win.Sync()
+        self.comm.Barrier()
+        self.win.Sync()
+
+    def free(self) -> None:
+        """Free the windows and the node communicator (collective)."""
+        for w in self._old + ([self.win] if self.win is not None else []):
+            if w is self.win:
+                w.Unlock_all()
+            w.Free()
+        self.win, self._old, self.segments, self.nbytes = None, [], [], 0
+        self.comm.Free()
+
+
+def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
+    """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then)."""
+    eng = comm.Get_attr(_KEYVAL)
+    if eng is None:
+        eng = ShmEngine(comm)
+        comm.Set_attr(_KEYVAL, eng)
+    return eng
+
+
+class _Op:
+    """One action at atom level: lanes ``(dst atom, a atom, b atom)`` per aligned atom."""
+
+    __slots__ = ("rank", "kind", "step", "order", "dst", "a", "b", "lanes")
+
+    def __init__(self, rank, kind, step, dst, a, b=None):
+        self.rank, self.kind, self.step = rank, kind, step
+        self.dst, self.a, self.b = dst, a, b        # (rank, buf, Region)
+        self.order = 0
+        self.lanes: list[list] = []                 # [dst_atom, a_atom, b_atom, def_in_a, def_in_b, def_out]
+
+
+class ShmPlan:
+    """Every rank's plan for one call, compiled for this rank and one element size."""
+
+    def __init__(self, call: Call, plans: Sequence[Plan], itemsize: int, rank: int) -> None:
+        self.call, self.itemsize, self.rank, self.n = call, itemsize, rank, len(plans)
+        self.plan = plans[rank]
+        self._views: OrderedDict = OrderedDict()
+        self._layout(plans)
+        ops, nsteps = self._ops(plans)
+        self._atomize(ops)
+        hazard = self._hazards(ops, nsteps)
+        defs = self._dataflow(ops)
+        self._fuse(ops, defs, hazard)
+        self._fold(ops, defs)
+        self._program(ops, defs, nsteps, hazard)
+
+    # -- layout: each rank's areas in its segment ---------------------------------------------
+    def _layout(self, plans: Sequence[Plan]) -> None:
+        c = self.call
+        self.sizes, self.areas = {}, {}
+        need = 0
+        for r, p in enumerate(plans):
+            nin = c.input_count(r)
+            shift = c.in_place_offset(r) if c.in_place else 0
+            nout = max(c.output_count(r), shift + nin if c.in_place else 0)
+            sizes = {Buf.INPUT: 0 if c.in_place else nin, Buf.OUTPUT: nout, Buf.SCRATCH: p.scratch_count()}
+            at = 0
+            for b, k in sizes.items():
+                self.sizes[(r, b)] = k
+                self.areas[(r, b)] = at
+                at += -(-k * self.itemsize // _ALIGN) * _ALIGN
+            need = max(need, at)
+        self.nbytes = need
+
+    def _norm(self, rank: int, r: Region) -> Region:
+        if self.call.in_place and r.buf is Buf.INPUT:
+            return r.moved(Buf.OUTPUT, self.call.in_place_offset(rank))
+        return r
+
+    # -- ops: pulls matched to the peer's send, then locals ----------------------------------
+    def _ops(self, plans: Sequence[Plan]) -> tuple[list[_Op], int]:
+        nsteps = max((len(p.steps) for p in plans), default=0)
+        ops: list[_Op] = []
+        for t in range(nsteps):
+            sends, recvs = defaultdict(list), defaultdict(list)
+            for r, p in enumerate(plans):
+                if t < len(p.steps):
+                    for a in p.steps[t].transfers:
+                        if a.kind is Kind.SEND:
+                            sends[(r, a.peer)].append(a.src)
+                        else:
+                            recvs[(a.peer, r)].append(a.dst)
+            for (src, dst), regs in recvs.items():
+                for rd, rs in zip(regs, sends[(src, dst)]):
+                    if rd.size:
+                        ops.append(_Op(dst, "pull", t, (dst, self._norm(dst, rd)), (src, self._norm(src, rs))))
+            for r, p in enumerate(plans):
+                if t < len(p.steps):
+                    for a in p.steps[t].local:
+                        if a.src.size:
+                            d = (r, self._norm(r, a.dst))
+                            s = (r, self._norm(r, a.src))
+                            ops.append(_Op(r, "reduce", t, d, d, s) if a.kind is Kind.REDUCE
+                                       else _Op(r, "copy", t, d, s))
+        for i, op in enumerate(ops):
+            op.order = i
+        return ops, nsteps
+
+    # -- atoms: cut each rank's buffers so that every op's sides align atom for atom ----------
+    def _atomize(self, ops: list[_Op]) -> None:
+        cuts: dict[tuple, set] = defaultdict(set)
+        for op in ops:
+            for side in (op.dst, op.a, op.b):
+                if side is not None:
+                    r, reg = side
+                    for off, k in reg.pieces():
+                        cuts[(r, reg.buf)].update((off, off + k))
+        self.bounds: dict[tuple, np.ndarray] = {}
+        while True:
+            self.bounds = {key: np.array(sorted(v), np.int64) for key, v in cuts.items()}
+            added = False
+            for op in ops:
+                sides = [s for s in (op.dst, op.a, op.b) if s is not None]
+                streams = [self._stream(s) for s in sides]
+                if all(len(x) == len(streams[0]) and (x == streams[0]).all() for x in streams[1:]):
+                    continue
+                both = np.union1d(np.concatenate(streams), [])
+                for (r, reg) in sides:
+                    for s in both.tolist():
+                        piece = min(s // reg.count, reg.repeat - 1) if reg.count else 0
+                        off = reg.offset + piece * (reg.stride or 0) + s - piece * reg.count
+                        if off not in cuts[(r, reg.buf)]:
+                            cuts[(r, reg.buf)].add(off)
+                            added = True
+            if not added:
+                break
+        for op in ops:
+            ats = [self._atoms(s) if s is not None else None for s in (op.dst, op.a, op.b)]
+            op.lanes = [[d, a, None if ats[2] is None else ats[2][j], None, None, None]
+                        for j, (d, a) in enumerate(zip(ats[0], ats[1]))]
+
+    def _atoms(self, side) -> list[tuple]:
+        r, reg = side
+        bnd = self.bounds[(r, reg.buf)]
+        out = []
+        for off, k in reg.pieces():
+            i0, i1 = np.searchsorted(bnd, (off, off + k)).tolist()
+            out += [(r, reg.buf, int(bnd[i]), int(bnd[i + 1] - bnd[i])) for i in range(i0, i1)]
+        return out
+
+    def _stream(self, side) -> np.ndarray:
+        """Cumulative widths of the side's atoms: where they end in the element stream."""
+        return np.cumsum([a[3] for a in self._atoms(side)], dtype=np.int64)
+
+    # -- hazards: a step in which a rank overwrites what a peer loads from it in that step ----
+    def _hazards(self, ops: list[_Op], nsteps: int) -> set[int]:
+        loaded = defaultdict(set)
+        written = defaultdict(set)
+        for op in ops:
+            if op.kind == "pull":
+                loaded[op.step].update(l[1] for l in op.lanes)
+            else:
+                written[op.step].update(l[0] for l in op.lanes)
+        return {t for t in range(nsteps) if loaded[t] & written[t]}
+
+    # -- dataflow: the value (def) each lane reads and writes -------------------------------
+    def _dataflow(self, ops: list[_Op]) -> list[dict]:
+        c = self.call
+        defs: list[dict] = []
+        cur: dict[tuple, int] = {}
+        self.writes: dict[tuple, list[int]] = defaultdict(list)     # atom -> orders of its writers
+        for r in range(self.n):                                       # the user's data: initial defs
+            if c.in_place:
+                sh = c.in_place_offset(r)
+                key, lo, hi = (r, Buf.OUTPUT), sh, sh + c.input_count(r)
+            else:
+                key, lo, hi = (r, Buf.INPUT), 0, c.input_count(r)
+            bnd = self.bounds.get(key)
+            if bnd is None:
+                continue
+            for i in range(len(bnd) - 1):
+                if lo <= bnd[i] and bnd[i + 1] <= hi:
+                    atom = (r, key[1], int(bnd[i]), int(bnd[i + 1] - bnd[i]))
+                    cur[atom] = len(defs)
+                    defs.append({"atom": atom, "op": None, "readers": [], "final": False})
+        for op in ops:
+            for lane in op.lanes:
+                for k, at in ((3, lane[1]), (4, lane[2])):
+                    if at is not None:
+                        d = cur.get(at)
+                        lane[k] = d
+                        if d is not None:
+                            defs[d]["readers"].append((op, lane))
+            for lane in op.lanes:
+                cur[lane[0]] = lane[5] = len(defs)
+                defs.append({"atom": lane[0], "op": op, "readers": [], "final": False})
+                self.writes[lane[0]].append(op.order)
+        for d in cur.values():
+            defs[d]["final"] = True
+        return defs
+
+    # -- fusion: a pull that feeds one local op of its step is that op's operand -------------
+    def _fuse(self, ops: list[_Op], defs: list[dict], hazard: set[int]) -> None:
+        for op in ops:
+            if op.kind != "pull" or op.step in hazard:
+                continue
+            keep = []
+            for lane in op.lanes:
+                d = defs[lane[5]]
+                rd = d["readers"]
+                if d["final"] or len(rd) != 1 or rd[0][0].kind == "pull" or rd[0][0].step != op.step \
+                        or rd[0][0].rank != op.rank:
+                    keep.append(lane)
+                    continue
+                user, ul = rd[0]
+                k = 3 if ul[3] == lane[5] and ul[1] == lane[0] else 4
+                ul[k - 2], ul[k] = lane[1], lane[3]         # read the peer's atom, its def
+                if lane[3] is not None:
+                    src = defs[lane[3]]["readers"]
+                    src[:] = [(user, ul) if x[1] is lane else x for x in src]
+                d["readers"] = []
+                d["dead"] = True
+            op.lanes = keep
+
+    # -- folding: a copy whose value only feeds one reduce becomes that reduce's first operand
+    def _fold(self, ops: list[_Op], defs: list[dict]) -> None:
+        for op in ops:
+            if op.kind != "copy":
+                continue
+            keep = []
+            for lane in op.lanes:
+                d = defs[lane[5]]
+                rd = d["readers"]
+                if d["final"] or len(rd) != 1:
+                    keep.append(lane)
+                    continue
+                user, ul = rd[0]
+                src = lane[1]
+                if user.kind != "reduce" or src[0] != op.rank or ul[3] != lane[5] or ul[1] != lane[0] or ul[2] == lane[0] \
+                        or any(op.order < w < user.order for w in self.writes.get(src, ())):
+                    keep.append(lane)
+                    continue
+                ul[1], ul[3] = src, lane[3]
+                if lane[3] is not None:
+                    defs[lane[3]]["readers"].append((user, ul))
+                d["readers"] = []
+                d["dead"] = True
+            op.lanes = keep
+
+    # -- the program: homes of values, then this rank's op list with its syncs ---------------
+    def _home(self, defs: list[dict], d: int | None, atom: tuple) -> str:
+        if atom[1] is Buf.SCRATCH or atom[0] != self.rank:
+            return _WIN
+        if d is None:
+            return _USER
+        info = defs[d]
+        return _WIN if any(op.rank != atom[0] for op, _ in info["readers"]) else _USER
+
+    def _program(self, ops: list[_Op], defs: list[dict], nsteps: int, hazard: set[int]) -> None:
+        me = self.rank
+        pulling = {op.step for op in ops if op.kind == "pull" and op.lanes}
+        pulling |= {op.step for op in ops for l in op.lanes
+                    if op.kind != "pull" and any(a is not None and a[0] != op.rank for a in l[1:3])}
+        prog: list[tuple] = []
+        for i, d in enumerate(defs):                         # copy-in: user data a peer loads
+            if d["op"] is None and d["atom"][0] == me and self._home(defs, i, d["atom"]) == _WIN:
+                at = d["atom"]
+                prog.append((_COPY, (_WIN,) + at[1:], (_USER,) + at[1:], None))
+        synced = False
+        mine = [op for op in ops if op.rank == me]
+        by_step = defaultdict(list)
+        for op in mine:
+            by_step[op.step].append(op)
+        for t in range(nsteps):
+            if t in pulling and not synced:
+                prog.append((_SYNC, None, None, None))
+            pulls = [op for op in by_step[t] if op.kind == "pull"]
+            local = [op for op in by_step[t] if op.kind != "pull"]
+            for group in (pulls, local):
+                for op in group:
+                    prog += self._lanes(op, defs)
+                if group is pulls and t in hazard:
+                    prog.append((_SYNC, None, None, None))
+            synced = t in pulling
+            if synced:
+                prog.append((_SYNC, None, None, None))
+        self.program = _coalesce(prog)
+        self.syncs = sum(1 for p in self.program if p[0] == _SYNC)
+
+    def _lanes(self, op: _Op, defs: list[dict]) -> list[tuple]:
+        out = []
+        for lane in op.lanes:
+            dst = lane[0]
+            hd = self._home(defs, lane[5], dst)
+            a = (self._home(defs, lane[3], lane[1]),) + lane[1][1:] if lane[1][0] == self.rank \
+                else (_WIN,) + lane[1]
+            b = None
+            if lane[2] is not None:
+                b = (self._home(defs, lane[4], lane[2]),) + lane[2][1:] if lane[2][0] == self.rank \
+                    else (_WIN,) + lane[2]
+            code = _COPY if b is None else _UFUNC
+            out.append((code, (hd,) + dst[1:], a, b))
+            if defs[lane[5]]["final"] and dst[1] is Buf.OUTPUT and hd == _WIN:      # copy-out, while hot
+                out.append((_COPY, (_USER,) + dst[1:], (_WIN,) + dst[1:], None))
+        return out
+
+    # -- run ------------------------------------------------------------------------------------
+    def buffers(self, engine: ShmEngine, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's input and output areas of the window: a call on them copies nothing in or out."""
+        engine.reserve(self.nbytes)
+        win = self._win_arrays(engine, np.dtype(dtype))[self.rank]
+        out = win[Buf.OUTPUT]
+        return (out if self.call.in_place else win[Buf.INPUT]), out
+
+    def _win_arrays(self, engine: ShmEngine, dtype: np.dtype) -> list[dict]:
+        arrs = []
+        for p in range(self.n):
+            seg = engine.segments[p]
+            arrs.append({b: seg[self.areas[(p, b)]:self.areas[(p, b)] + self.sizes[(p, b)] * dtype.itemsize]
+                         .view(dtype) for b in Buf})
+        return arrs
+
+    def run(self, engine: ShmEngine | MPI.Intracomm, bufs: tuple, ufunc: Callable) -> None:
+        """Execute with ``(input, output, scratch)`` arrays of one dtype (scratch is not used)."""
+        if not isinstance(engine, ShmEngine):
+            engine = shm_engine(engine)
+        inp, out = bufs[0], bufs[1]
+        engine.reserve(self.nbytes)
+        key = (inp.__array_interface__["data"][0], inp.size, out.__array_interface__["data"][0], out.size,
+               out.dtype.str, engine.generation, id(engine))
+        prog = self._views.get(key)
+        if prog is None:
+            prog = self._views[key] = self._bind(engine, inp, out)
+            if len(self._views) > _VIEW_CACHE:
+                self._views.popitem(last=False)
+        copyto, sync = np.copyto, engine.sync
+        for code, d, a, b in prog:
+            if code == _UFUNC:
+                ufunc(a, b, out=d)
+            elif code == _COPY:
+                copyto(d, a)
+            else:
+                sync()
+
+    def _bind(self, engine: ShmEngine, inp: np.ndarray, out: np.ndarray) -> list[tuple]:
+        """The program with every location turned into a numpy view (the user's or the window's)."""
+        win = self._win_arrays(engine, out.dtype)
+        user = {Buf.INPUT: out if self.call.in_place else inp, Buf.OUTPUT: out}
+        mine = win[self.rank]
+        for b in (Buf.INPUT, Buf.OUTPUT):                   # the user's buffer is the window area
+            if user[b].size and user[b].__array_interface__["data"][0] == mine[b].__array_interface__["data"][0]:
+                user[b] = mine[b]
+
+        def view(loc):
+            if loc is None:
+                return None
+            if loc[0] == _USER:
+                arr = user[loc[1]]
+                off, k = loc[2], loc[3]
+            else:
+                arr = win[loc[1]][loc[2]] if len(loc) == 5 else mine[loc[1]]
+                off, k = loc[-2], loc[-1]
+            return arr[off:off + k]
+
+        prog = []
+        for code, d, a, b in self.program:
+            if code == _SYNC:
+                prog.append((code, None, None, None))
+                continue
+            dv, av, bv = view(d), view(a), view(b)
+            if code == _COPY and dv.__array_interface__["data"][0] == av.__array_interface__["data"][0]:
+                continue
+            prog.append((code, dv, av, bv))
+        return prog
+
+
+def _coalesce(prog: list[tuple]) -> list[tuple]:
+    """Merge consecutive entries whose every location continues the previous one."""
+    out: list[list] = []
+    for code, d, a, b in prog:
+        if out and code != _SYNC and out[-1][0] == code and _next(out[-1][1], d) and _next(out[-1][2], a) \
+                and (b is None and out[-1][3] is None or b is not None and _next(out[-1][3], b)):
+            prev = out[-1]
+            merged = [_grow(prev[1], d), _grow(prev[2], a), None if b is None else _grow(prev[3], b)]
+            if all(_apart(merged[0], x) for x in merged[1:]):
+                prev[1:] = merged
+                continue
+        out.append([code, d, a, b])
+    return [tuple(x) for x in out]
+
+
+def _next(x, y) -> bool:
+    return x is not None and y is not None and x[:-2] == y[:-2] and x[-2] + x[-1] == y[-2]
+
+
+def _apart(d, x) -> bool:
+    """Locations ``d`` (written) and ``x`` (read) are disjoint, the same, or in different arrays."""
+    if x is None or _array(d) != _array(x) or d[-2:] == x[-2:]:
+        return True
+    return d[-2] + d[-1] <= x[-2] or x[-2] + x[-1] <= d[-2]
+
+
+def _array(loc) -> tuple:
+    """The array a location is in; the user's and this rank's window area count as one."""
+    return loc[1:-2] if len(loc) == 5 else (loc[1],)
+
+
+def _grow(x, y):
+    return x[:-1] + (x[-1] + y[-1],)
+
+
+def compile_shm(call: Call, algo: str, itemsize: int, rank: int, groups: Sequence | None = None, *,
+                uniform: bool = True) -> ShmPlan:
+    """Build every rank's plan for ``call`` and compile them for ``rank`` (default: this process's).
+
+    Args:
+        groups: per rank, its level groups for an HCCL name (``[layout.algo_groups(r, nlevels)
+            for r in range(n)]``); None for pyhccl's templates (one level of all ranks).
+        rank: the rank of the caller in the communicator the plan will run on.
+    """
+    g = tuple(tuple(tuple(x) for x in gr) for gr in groups) if groups is not None else None
+    return _compile(call, algo, itemsize, g, uniform, rank)
+
+
+@lru_cache(maxsize=64)
+def _compile(call: Call, algo: str, itemsize: int, groups, uniform: bool, rank: int) -> ShmPlan:
+    plans = [build_plan(call, algo, r, None if groups is None else groups[r], uniform=uniform)
+             for r in range(call.nranks)]
+    return ShmPlan(call, plans, itemsize, rank)
+
+
+def run_shm(comm: MPI.Intracomm, call: Call, algo: str, inp: np.ndarray, out: np.ndarray, ufunc: Callable,
+            groups: Sequence | None = None, *, uniform: bool = True) -> None:
+    """Run ``call`` with ``algo`` over ``comm``'s shared window (engine and plan cached)."""
+    eng = shm_engine(comm)
+    compile_shm(call, algo, out.dtype.itemsize, comm.Get_rank(), groups, uniform=uniform) \
+        .run(eng, (inp, out, None), ufunc)

@@ -1,0 +1,163 @@
+"""The shared-memory runtime (pyhccl.run.shm) against the OpSpec references, under mpiexec.
+
+Every template of AllReduce, AllGather, ReduceScatter, Broadcast and AlltoAll, plus HCCL's
+multi-level names on emulated layouts, runs over the shared window with counts 0, 1, primes
+and 300001, out of place and in place; inputs are small integers so every reduction order
+gives the same bits and results compare with ``array_equal``.
+"""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from pyhccl.algo import registry
+from pyhccl.opspec import OPS, Call
+from pyhccl.plan.api import NotRunnableError, flat_names
+from pyhccl.run.shm import ShmEngine, ShmPlan, compile_shm, run_shm, shm_engine
+from pyhccl.verify.api import _groups, machine
+
+pytestmark = pytest.mark.mpi
+
+COMM = MPI.COMM_WORLD
+RANK, N = COMM.Get_rank(), COMM.Get_size()
+COUNTS = (0, 1, 7, 13)
+BIG = 300001
+UFUNCS = {"sum": np.add, "max": np.maximum, "prod": np.multiply}
+#: HCCL's multi-level names, with the emulated layout they run on (server x die x rank).
+HCCL = {"allreduce": ["AicpuAllReduceParallelMeshNHR", "AicpuAllReduceSequenceMeshNHRAicpuReduce",
+                      "AicpuAllReducePipeLineMeshNHR", "AicpuAllReduceConcurMeshTwoShotNHR"],
+        "all_gather": ["AicpuAllGatherParallelMeshNHR", "AicpuAllGatherPipeLineMeshNHR"],
+        "reduce_scatter": ["AicpuReduceScatterParallelMeshNHR", "AicpuReduceScatterPipeLineMeshNHR"]}
+
+
+def data(count, rank, op="sum"):
+    rng = np.random.default_rng([rank, count])
+    v = rng.choice([1, -1], count) if op == "prod" else rng.integers(-3, 4, count)
+    return v.astype(np.float32)
+
+
+def run_case(call, algo, groups=None, op="sum", eng=None):
+    """This rank's ``(got, want)`` for ``call`` run by the shm engine."""
+    r = RANK
+    xs = [data(call.input_count(j), j, op) for j in range(call.nranks)]
+    want = call.spec.reference(call, xs, UFUNCS[op])[r]
+    nout = call.output_count(r)
+    if call.in_place:
+        sh = call.in_place_offset(r)
+        out = np.full(max(nout, sh + len(xs[r])), -99, np.float32)
+        out[sh:sh + len(xs[r])] = xs[r]
+        inp = out
+    else:
+        out, inp = np.full(nout, -99, np.float32), xs[r].copy()
+    plan = compile_shm(call, algo, 4, r, groups)
+    plan.run(eng or shm_engine(COMM), (inp, out, None), UFUNCS[op])
+    return (None if want is None else out[:len(want)]), want
+
+
+def check(cases):
+    """Run every case; fail on every rank together, listing the first few wrong ones."""
+    bad = []
+    for label, call, algo, groups, op in cases:
+        got, want = run_case(call, algo, groups, op)
+        if want is not None and not np.array_equal(got, want):
+            bad.append((label, got[:8].tolist(), want[:8].tolist()))
+    everyone = COMM.allgather(bad)
+    assert not any(everyone), [b for bs in everyone for b in bs][:6]
+
+
+def calls(op, counts=COUNTS):
+    spec = OPS[op]
+    root = N // 2 if spec.rooted else 0
+    for count in counts:
+        for ip in ((False, True) if spec.in_place_ok else (False,)):
+            yield Call(op, N, count, root=root, in_place=ip)
+
+
+@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"])
+def test_templates(op):
+    cases = [(f"{op} {algo} {call.count} ip={call.in_place}", call, algo, None, "sum")
+             for algo in flat_names(op) for call in calls(op)]
+    check(cases)
+
+
+def test_allreduce_large_count_every_template():
+    check([(f"allreduce {algo} {BIG}", Call("allreduce", N, BIG, in_place=ip), algo, None, "sum")
+           for algo in flat_names("allreduce") for ip in (False, True)])
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+def test_large_count_other_ops(op):
+    check([(f"{op} {algo} {BIG}", Call(op, N, BIG // N + 1), algo, None, "sum") for algo in flat_names(op)])
+
+
+def test_reduce_ops():
+    check([(f"allreduce {algo} {op}", Call("allreduce", N, 29), algo, None, op)
+           for algo in ("MeshOneShot", "MeshTwoShot", "Ring", "NHR") for op in ("max", "prod")])
+
+
+@pytest.mark.skipif(N not in (4, 8), reason="the emulated layouts need 4 or 8 ranks")
+@pytest.mark.parametrize("op", sorted(HCCL))
+def test_hccl_multilevel(op):
+    topo = machine(f"1x2x{N // 2}").text
+    cases = []
+    for name in HCCL[op]:
+        groups = _groups(topo, len(registry.get(name).levels))
+        for call in calls(op, (1, 13, 1009)):
+            try:
+                compile_shm(call, name, 4, RANK, groups)
+            except NotRunnableError:
+                continue
+            cases.append((f"{op} {name} {call.count} ip={call.in_place}", call, name, groups, "sum"))
+    check(cases)
+
+
+def test_window_buffers_copy_nothing():
+    """Buffers from ``plan.buffers`` are the window areas: a call on them gives the same result."""
+    call = Call("allreduce", N, 1001)
+    plan = compile_shm(call, "MeshTwoShot", 4, RANK)
+    eng = shm_engine(COMM)
+    inp, out = plan.buffers(eng, np.float32)
+    xs = [data(1001, j) for j in range(N)]
+    inp[:] = xs[RANK]
+    plan.run(eng, (inp, out, None), np.add)
+    assert np.array_equal(out, sum(xs[1:], xs[0])) and isinstance(plan, ShmPlan)
+
+
+def test_run_shm_caches_engine_and_window():
+    call = Call("allreduce", N, 4096)
+    x = data(4096, RANK)
+    out = np.empty_like(x)
+    run_shm(COMM, call, "MeshOneShot", x, out, np.add)
+    eng = shm_engine(COMM)
+    gen = eng.generation
+    run_shm(COMM, call, "MeshOneShot", x, out, np.add)
+    assert shm_engine(COMM) is eng and eng.generation == gen
+    assert np.array_equal(out, sum((data(4096, j) for j in range(N)), np.zeros(4096, np.float32)))
+
+
+def test_engine_on_a_dup_and_free():
+    comm = COMM.Dup()
+    eng = ShmEngine(comm)
+    got, want = run_case(Call("allreduce", N, 77), "Ring", eng=eng)
+    eng.free()
+    comm.Free()
+    assert np.array_equal(got, want)
+
+
+class _TwoNodes:
+    """A communicator stand-in whose node communicator holds only this rank."""
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def Split_type(self, *args, **kwargs):
+        return MPI.COMM_SELF.Dup()
+
+    def __getattr__(self, name):
+        return getattr(self.comm, name)
+
+
+@pytest.mark.skipif(N == 1, reason="one rank is always on one node")
+def test_refuses_ranks_on_several_nodes():
+    with pytest.raises(ValueError, match="one node .* use the MPI runtime"):
+        ShmEngine(_TwoNodes(COMM))
