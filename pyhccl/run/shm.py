@@ -55,7 +55,9 @@ from ..plan.ir import Buf, Kind, Plan, Region
 __all__ = ["ShmEngine", "ShmPlan", "compile_shm", "shm_engine", "run_shm"]
 
 _ALIGN = 64                         # bytes: every window area starts on a cache line
-_COPY, _UFUNC, _SYNC = 0, 1, 2
+_COPY, _UFUNC, _SYNC, _BLOCK = 0, 1, 2, 3
+#: Bytes per piece when a run of same-length ops is executed piece by piece (half an L2).
+CHUNK_BYTES = 256 * 1024
 _USER, _WIN = "u", "w"
 _KEYVAL = MPI.Comm.Create_keyval()
 _VIEW_CACHE = 4                     # buffer-address keys kept per plan
@@ -208,32 +210,34 @@ class ShmPlan:
 
     # -- atoms: cut each rank's buffers so that every op's sides align atom for atom ----------
     def _atomize(self, ops: list[_Op]) -> None:
+        """Cut points closed under every op: a cut inside one side cuts the others at its stream position."""
         cuts: dict[tuple, set] = defaultdict(set)
+        sides: dict[tuple, list] = defaultdict(list)
+        queue = []
         for op in ops:
-            for side in (op.dst, op.a, op.b):
-                if side is not None:
-                    r, reg = side
-                    for off, k in reg.pieces():
-                        cuts[(r, reg.buf)].update((off, off + k))
-        self.bounds: dict[tuple, np.ndarray] = {}
-        while True:
-            self.bounds = {key: np.array(sorted(v), np.int64) for key, v in cuts.items()}
-            added = False
-            for op in ops:
-                sides = [s for s in (op.dst, op.a, op.b) if s is not None]
-                streams = [self._stream(s) for s in sides]
-                if all(len(x) == len(streams[0]) and (x == streams[0]).all() for x in streams[1:]):
+            ss = [s for s in (op.dst, op.a, op.b) if s is not None]
+            for r, reg in ss:
+                sides[(r, reg.buf)].append((reg, ss))
+                for off, k in reg.pieces():
+                    for x in (off, off + k):
+                        if x not in cuts[(r, reg.buf)]:
+                            cuts[(r, reg.buf)].add(x)
+                            queue.append(((r, reg.buf), x))
+        while queue:
+            key, x = queue.pop()
+            for reg, ss in sides[key]:
+                s = _stream_at(reg, x)
+                if s is None:
                     continue
-                both = np.union1d(np.concatenate(streams), [])
-                for (r, reg) in sides:
-                    for s in both.tolist():
-                        piece = min(s // reg.count, reg.repeat - 1) if reg.count else 0
-                        off = reg.offset + piece * (reg.stride or 0) + s - piece * reg.count
-                        if off not in cuts[(r, reg.buf)]:
-                            cuts[(r, reg.buf)].add(off)
-                            added = True
-            if not added:
-                break
+                for r2, reg2 in ss:
+                    if reg2 is reg and r2 == key[0]:
+                        continue
+                    y = _offset_at(reg2, s)
+                    k2 = (r2, reg2.buf)
+                    if y not in cuts[k2]:
+                        cuts[k2].add(y)
+                        queue.append((k2, y))
+        self.bounds = {key: np.array(sorted(v), np.int64) for key, v in cuts.items()}
         for op in ops:
             ats = [self._atoms(s) if s is not None else None for s in (op.dst, op.a, op.b)]
             op.lanes = [[d, a, None if ats[2] is None else ats[2][j], None, None, None]
@@ -247,10 +251,6 @@ class ShmPlan:
             i0, i1 = np.searchsorted(bnd, (off, off + k)).tolist()
             out += [(r, reg.buf, int(bnd[i]), int(bnd[i + 1] - bnd[i])) for i in range(i0, i1)]
         return out
-
-    def _stream(self, side) -> np.ndarray:
-        """Cumulative widths of the side's atoms: where they end in the element stream."""
-        return np.cumsum([a[3] for a in self._atoms(side)], dtype=np.int64)
 
     # -- hazards: a step in which a rank overwrites what a peer loads from it in that step ----
     def _hazards(self, ops: list[_Op], nsteps: int) -> set[int]:
@@ -439,8 +439,14 @@ class ShmPlan:
                 ufunc(a, b, out=d)
             elif code == _COPY:
                 copyto(d, a)
-            else:
+            elif code == _SYNC:
                 sync()
+            else:
+                for c, dd, aa, bb in d:
+                    if c == _UFUNC:
+                        ufunc(aa, bb, out=dd)
+                    else:
+                        copyto(dd, aa)
 
     def _bind(self, engine: ShmEngine, inp: np.ndarray, out: np.ndarray) -> list[tuple]:
         """The program with every location turned into a numpy view (the user's or the window's)."""
@@ -471,7 +477,76 @@ class ShmPlan:
             if code == _COPY and dv.__array_interface__["data"][0] == av.__array_interface__["data"][0]:
                 continue
             prog.append((code, dv, av, bv))
-        return prog
+        return _blocked(prog, max(1, CHUNK_BYTES // out.dtype.itemsize))
+
+
+def _blocked(prog: list[tuple], chunk: int) -> list[tuple]:
+    """Runs of ops of one length whose shared memory is touched at the same positions, run piece by piece.
+
+    A reduce chain into one destination and the copy of its result then stream each piece
+    through the cache once instead of once per op.
+    """
+    out: list[tuple] = []
+    run: list[tuple] = []
+
+    def flush():
+        if len(run) > 1:
+            n = run[0][1].size
+            pieces = [(c, d[i:i + chunk], a[i:i + chunk], None if b is None else b[i:i + chunk])
+                      for i in range(0, n, chunk) for c, d, a, b in run]
+            out.append((_BLOCK, pieces, None, None))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for e in prog:
+        if e[0] == _SYNC or e[1].size < 2 * chunk:
+            flush()
+            out.append(e)
+        elif run and (e[1].size != run[0][1].size or not all(_aligned(g, e) for g in run)):
+            flush()
+            run.append(e)
+        else:
+            run.append(e)
+    flush()
+    return out
+
+
+def _span(v: np.ndarray) -> tuple[int, int]:
+    lo = v.__array_interface__["data"][0]
+    return lo, lo + v.nbytes
+
+
+def _aligned(g: tuple, e: tuple) -> bool:
+    """Every write of one op meets the other's locations at the same address or not at all."""
+    for w, others in ((g[1], e[1:]), (e[1], g[1:])):
+        a0, a1 = _span(w)
+        for x in others:
+            if x is None:
+                continue
+            b0, b1 = _span(x)
+            if b0 != a0 and a0 < b1 and b0 < a1:
+                return False
+    return True
+
+
+def _stream_at(reg: Region, x: int) -> int | None:
+    """The stream position of offset ``x`` strictly inside ``reg``'s element stream, None if outside."""
+    if not reg.count or x < reg.offset or x > reg.end:
+        return None
+    q, within = divmod(x - reg.offset, reg.stride or reg.count)
+    if q >= reg.repeat:
+        q, within = reg.repeat - 1, x - reg.offset - (reg.repeat - 1) * (reg.stride or reg.count)
+    if within > reg.count:
+        return None
+    s = q * reg.count + within
+    return s if 0 < s < reg.size else None
+
+
+def _offset_at(reg: Region, s: int) -> int:
+    """The offset of stream position ``s`` (0 < s < size) in ``reg``."""
+    q, within = divmod(s, reg.count)
+    return reg.offset + q * (reg.stride or 0) + within
 
 
 def _coalesce(prog: list[tuple]) -> list[tuple]:
