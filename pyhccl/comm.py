@@ -32,7 +32,7 @@ from .select import Selection, SelectionError, normalize_op, parse_override, sel
 from .topo import comm_topology
 from .tune.file import NATIVE, Tuning, TuningError, load_tuning_cached
 
-__all__ = ["Communicator"]
+__all__ = ["Communicator", "CheckError"]
 
 log = logging.getLogger("pyhccl")
 
@@ -41,6 +41,10 @@ _PLAN_CACHE_SIZE = 64
 _SHARED_IN_PLACE = frozenset({"allreduce", "all_gather", "reduce_scatter"})
 #: pyhccl's template names, every op's, in listing order (AllReduce's first).
 _FLAT_NAMES = tuple(dict.fromkeys(n for op in OPS for n in flat_names(op)))
+
+
+class CheckError(ValueError):
+    """Ranks disagree on a collective call (``check=True`` / ``PYHCCL_CHECK=1``); raised alike on every rank."""
 
 
 class Communicator:
@@ -203,9 +207,10 @@ class Communicator:
         try:
             getattr(self._comm, method)(*args)
         except Exception as e:
-            e.add_note(f"pyhccl: {method} went to the wrapped MPI communicator because of the {reason}; pyhccl runs "
-                       f"{', '.join(SUPPORTED_OPS)} on contiguous buffers of {', '.join(SUPPORTED_DTYPES)} itself, "
-                       "and the wrapped MPI runs the rest when it supports it: this error is MPI's")
+            e.add_note(f"pyhccl handed {method} to the wrapped MPI communicator: {reason}. pyhccl runs "
+                       f"{', '.join(SUPPORTED_OPS)} on contiguous buffers of predefined numeric datatypes "
+                       f"({', '.join(SUPPORTED_DTYPES)}); the wrapped MPI runs the rest when it supports it, "
+                       "and this error is MPI's")
             raise
 
     def _parser_allgather(self, obj: Any) -> list:
@@ -325,7 +330,7 @@ def _parse_checked(c: Communicator, method: str, args: tuple) -> Job | str:
     c._method = method
     try:
         job = PARSERS[method](c._env, *args)
-    except CollectiveTimeoutError:
+    except (CollectiveTimeoutError, CheckError):
         raise
     except Exception as e:
         _check(c, method, e)
@@ -338,7 +343,7 @@ def _check(c: Communicator, method: str, what: Job | str | BaseException | None)
     """One allreduce of a fixed-size int64 vector (max of v and -v): every rank's call must match.
 
     ``what``: the parsed job, a fallback reason, the argument error, or None before a parser's own
-    allgather. A difference raises the same ValueError on every rank, naming ranks and values.
+    allgather. A difference raises the same CheckError on every rank, naming ranks and values.
     """
     key = hit = None
     vec = [c._seq, _METHOD_ID[method], _PYHCCL, -1, -1, -1, -1, 0, 0, 1]
@@ -368,7 +373,7 @@ def _check(c: Communicator, method: str, what: Job | str | BaseException | None)
         return
     rows = allgather_timed(c._pcomm, _describe_call(method, what, hit, c._seq), c._timeout,
                            f"the check (PYHCCL_CHECK) of {method}")
-    raise ValueError(_disagreement(rows)) from (what if isinstance(what, BaseException) else None)
+    raise CheckError(_disagreement(rows)) from (what if isinstance(what, BaseException) else None)
 
 
 def _describe_call(method: str, what: Any, hit: Any, seq: int) -> dict[str, str]:

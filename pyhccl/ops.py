@@ -43,8 +43,8 @@ _UFUNC_BY_HANDLE = {getattr(MPI, name).py2f(): uf for name, uf in SUPPORTED_OPS.
 _NAME_BY_HANDLE = {getattr(MPI, name).py2f(): name.lower() for name in SUPPORTED_OPS}
 _NOT_NUMERIC = {d.py2f() for d in (MPI.BYTE, MPI.PACKED, MPI.CHAR, MPI.C_BOOL, MPI.WCHAR)}
 _SUPPORTED = set(SUPPORTED_DTYPES.values())
-_FORM = "buffer form, datatype or dtype pyhccl does not run"
-_OP = "reduce op not one of SUM, PROD, MAX, MIN"
+#: MPI's other predefined reduce ops, for naming them in fallback reasons.
+_OTHER_OPS = ("LAND", "BAND", "LOR", "BOR", "LXOR", "BXOR", "MAXLOC", "MINLOC", "REPLACE", "NO_OP")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +148,8 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
         return None
     arr, device, host = typed
     lo = index(displ or 0)
+    if lo < 0 or (count is not None and count < 0):
+        raise ValueError(f"expecting a non-negative count and displacement in {name}, got {count} and {lo}")
     hi = lo + index(count) * blocks if count is not None else arr.size
     if lo < 0 or hi < lo or hi > arr.size:
         what = f"{blocks} x {count}" if blocks > 1 else f"{count}"
@@ -202,12 +204,12 @@ def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job
     """Allreduce: the count is sendbuf's (recvbuf's when in place); recvbuf holds at least that."""
     ufunc = reduce_ufunc(op)
     if ufunc is None:
-        return _OP
+        return _unsupported_op(op)
     inplace = in_place(sendbuf)
     rb = as_array(recvbuf, name="recvbuf")
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if rb is None or sb is None:
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sb, rb):
         return why
     count = sb.array.size
@@ -223,7 +225,7 @@ def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int
     root = _root(root, env.size)
     ufunc = reduce_ufunc(op)
     if ufunc is None:
-        return _OP
+        return _unsupported_op(op)
     at_root = env.rank == root
     inplace = at_root and in_place(sendbuf)
     if not at_root:
@@ -233,7 +235,7 @@ def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int
     rb = as_array(recvbuf, name="recvbuf") if at_root else None
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if sb is None or (at_root and rb is None):
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if rb is not None and (why := _mismatch(sb, rb)):
         return why
     count = sb.array.size
@@ -252,7 +254,7 @@ def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
     root = _root(root, env.size)
     b = as_array(buf, name="buf")
     if b is None:
-        return _FORM
+        return _form(buf=buf)
     arr = b.array
     if env.rank != root:
         _out(b, arr.size, "buf", "")
@@ -283,7 +285,7 @@ def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     rb = as_array(recvbuf, n, "recvbuf")
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if rb is None or sb is None:
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sb, rb):
         return why
     count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf to gather in place")
@@ -304,7 +306,7 @@ def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     rb = as_array(recvbuf, n, "recvbuf") if at_root else None
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if sb is None or (at_root and rb is None):
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if rb is not None and (why := _mismatch(sb, rb)):
         return why
     if not at_root:
@@ -328,7 +330,7 @@ def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     sb = as_array(sendbuf, n, "sendbuf") if at_root else None
     rb = None if inplace else as_array(recvbuf, name="recvbuf")
     if (at_root and sb is None) or (not inplace and rb is None):
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if sb is not None and rb is not None and (why := _mismatch(sb, rb)):
         return why
     if not at_root:
@@ -348,12 +350,12 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     n = env.size
     ufunc = reduce_ufunc(op)
     if ufunc is None:
-        return _OP
+        return _unsupported_op(op)
     inplace = in_place(sendbuf)
     rb = as_array(recvbuf, n if inplace else 1, "recvbuf")
     sb = rb if inplace else as_array(sendbuf, n, "sendbuf")
     if rb is None or sb is None:
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sb, rb):
         return why
     count = _blocks(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
@@ -375,12 +377,12 @@ def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[in
     n, rank = env.size, env.rank
     ufunc = reduce_ufunc(op)
     if ufunc is None:
-        return _OP
+        return _unsupported_op(op)
     inplace = in_place(sendbuf)
     rb = as_array(recvbuf, name="recvbuf")
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if rb is None or sb is None:
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sb, rb):
         return why
     if recvcounts is None:
@@ -416,9 +418,10 @@ def allgatherv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     rv = as_vector(recvbuf, n, "recvbuf")
     sb = rv if inplace else as_array(sendbuf, name="sendbuf")
     if rv is None or sb is None:
-        return _FORM
+        return _form(("recvbuf",), sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sb, rv):
         return why
+    _disjoint(rv, "recvbuf", "each rank's block its own memory")
     call = Call("all_gather_v", n, counts=rv.counts, displs=rv.displs)
     out = _out(rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
     lo, k = rv.displs[rank], rv.counts[rank]
@@ -441,7 +444,7 @@ def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     rb = as_array(recvbuf, n, "recvbuf")
     sb = rb if inplace else as_array(sendbuf, n, "sendbuf")
     if rb is None or sb is None:
-        return _FORM
+        return _form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sb, rb):
         return why
     count = _blocks(sb, n, "sendbuf")
@@ -466,7 +469,7 @@ def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     rv = as_vector(recvbuf, n, "recvbuf")
     sv = rv if inplace else as_vector(sendbuf, n, "sendbuf")
     if rv is None or sv is None:
-        return _FORM
+        return _form(("sendbuf", "recvbuf"), sendbuf=sendbuf, recvbuf=recvbuf)
     if why := _mismatch(sv, rv):
         return why
     out = _out(rv, rv.array.size, "recvbuf", "")
@@ -479,6 +482,8 @@ def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
             if got != matrix[i][j]:
                 raise ValueError(f"expecting rank {j}'s recvbuf counts[{i}] = {matrix[i][j]} (what rank {i} sends "
                                  f"it), got {got}")
+    for j, row in enumerate(rows):          # every rank checks every rank's blocks: all raise alike
+        _disjoint(Buffer(out, counts=row[2], displs=row[3]), f"rank {j}'s recvbuf", "each peer's block its own memory")
     if any(_overlap(row[1], row[0]) for row in rows):
         return "send blocks that overlap (MPI allows them; pyhccl's plans do not)"
     call = Call("alltoallv", n, matrix=matrix, sdispls=tuple(row[1] for row in rows),
@@ -505,6 +510,58 @@ PARSERS: dict[str, Callable[..., Job | str]] = {
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+def _unsupported_op(op: Any) -> str:
+    """The fallback reason for a reduce op pyhccl does not run, naming it."""
+    name = next((f"MPI.{n}" for n in _OTHER_OPS if isinstance(op, MPI.Op) and op == getattr(MPI, n, None)),
+                "a user-defined op" if isinstance(op, MPI.Op) else f"{type(op).__name__}")
+    return f"reduce op {name} is not one of {', '.join(SUPPORTED_OPS)}"
+
+
+def _form(vectors: tuple[str, ...] = (), **specs: Any) -> str:
+    """The fallback reason for buffers pyhccl does not run: the first argument it rejects, and why."""
+    for name, spec in specs.items():
+        if in_place(spec):
+            continue
+        why = _why_not(spec, name in vectors)
+        if why:
+            return f"{name} has {why}, which pyhccl does not run"
+    return "a buffer form pyhccl does not run"
+
+
+def _why_not(spec: Any, vector: bool) -> str:
+    """Why :func:`as_array` (:func:`as_vector`) returns None for ``spec``; "" when it does not."""
+    parts = _unpack(spec, vector)
+    if parts is None:
+        return f"a list form mpi4py does not take for a {'vector ' if vector else ''}buffer ({len(spec)} items)"
+    obj, count, displ, datatype = parts
+    if not vector and not all(x is None or _is_int(x) for x in (count, displ)):
+        return f"a count or displacement that is not an int ({count!r}, {displ!r})"
+    if datatype is not None and not _is_datatype(datatype):
+        return f"a datatype that is not an MPI.Datatype ({type(datatype).__name__})"
+    base = _flat(obj)
+    if base is None:
+        try:
+            if not memoryview(obj).contiguous:
+                return "memory that is not contiguous"
+        except TypeError:
+            pass
+        if isinstance(obj, np.ndarray):
+            return "memory that is not contiguous"
+        return f"a {type(obj).__name__}, not a buffer (buffer protocol, __dlpack__, or __cuda_array_interface__ " \
+               "with cupy installed)"
+    arr = base[0]
+    if datatype is not None:
+        dtype, dname = _mpi_dtype(datatype), getattr(datatype, "name", datatype)
+        if dtype is None:
+            return f"the non-numeric or unsupported datatype {dname}" if dname else "a derived datatype"
+        if arr.nbytes % dtype.itemsize:
+            return f"{arr.nbytes} bytes, not a whole number of {dname}"
+        return ""
+    if arr.dtype not in _SUPPORTED:
+        return f"dtype {arr.dtype}"
+    return ""
+
 
 def _root(root: Any, n: int) -> int:
     if isinstance(root, bool) or not isinstance(root, Integral):
@@ -555,6 +612,15 @@ def _ints(values: Any, n: int, name: str) -> tuple[int, ...]:
     if len(out) != n or any(v < 0 for v in out):
         raise ValueError(f"expecting {name}: {n} non-negative ints (one per rank), got {list(out)}")
     return out
+
+
+def _disjoint(buf: Buffer, name: str, rule: str) -> None:
+    """Receive blocks must not overlap (MPI: a receive buffer's elements are written once)."""
+    spans = sorted((d, d + c, j) for j, (c, d) in enumerate(zip(buf.counts, buf.displs)) if c)
+    for (lo0, hi0, a), (lo1, _, b) in zip(spans, spans[1:]):
+        if lo1 < hi0:
+            raise ValueError(f"expecting {name} blocks that do not overlap ({rule}), got counts[{a}] = {hi0 - lo0} "
+                             f"at displs[{a}] = {lo0} overlapping displs[{b}] = {lo1}")
 
 
 def _overlap(displs: Sequence[int], counts: Sequence[int]) -> bool:

@@ -68,7 +68,7 @@ def test_fallback_is_counted_and_logged(caplog):
     with caplog.at_level("DEBUG", logger="pyhccl"):
         c.Allreduce(np.ones(3, np.int32), out, MPI.BOR)
     assert c.fallbacks == 1 and np.array_equal(out, [1, 1, 1])
-    assert "Allreduce goes to the wrapped communicator: reduce op not one of SUM, PROD, MAX, MIN" in caplog.text
+    assert "Allreduce goes to the wrapped communicator: reduce op MPI.BOR is not one of SUM, PROD, MAX, MIN" in caplog.text
 
 
 def test_bench_exits_nonzero_on_wrong_data(monkeypatch, capsys):
@@ -294,3 +294,104 @@ def test_overlapping_buffers_need_in_place(method, args):
     buf = np.zeros(8)
     with pytest.raises(ValueError, match="sendbuf and recvbuf overlap; pass MPI.IN_PLACE as (send|recv)buf"):
         getattr(comm(), method)(*args(buf))
+
+
+# -- reliability: fallback reasons, the check's settings and message, the timed loop ---------------
+
+@pytest.mark.parametrize("call, reason", [
+    (lambda c: c.Allgather(np.ones(3, np.complex128), np.zeros(3, np.complex128)), "sendbuf has dtype complex128"),
+    (lambda c: c.Allreduce(np.arange(10.0)[::2], np.zeros(5)), "sendbuf has memory that is not contiguous"),
+    (lambda c: c.Bcast([np.zeros(4, np.int8), MPI.BYTE]), "buf has the non-numeric or unsupported datatype MPI_BYTE"),
+    (lambda c: c.Allreduce(np.ones(2), [np.zeros(4, np.float32), MPI.FLOAT.Create_contiguous(2).Commit()]),
+     "recvbuf has a derived datatype"),
+    (lambda c: c.Reduce(np.ones(3, np.int32), np.zeros(3, np.int32), MPI.BAND), "reduce op MPI.BAND is not one of"),
+])
+def test_fallback_reason_names_the_argument(call, reason, caplog):
+    with caplog.at_level("DEBUG", logger="pyhccl"):
+        try:
+            call(comm())
+        except Exception:                           # MPI may refuse it too: only the reason matters here
+            pass
+    assert reason in caplog.text
+
+
+def test_mpi_error_after_a_fallback_says_what_pyhccl_runs():
+    with pytest.raises(MPI.Exception) as info:
+        comm().Allreduce(np.ones(3, np.complex64), np.zeros(3, np.complex64), MPI.MAX)
+    note = "\n".join(info.value.__notes__)
+    assert "pyhccl handed Allreduce to the wrapped MPI communicator" in note
+    assert "SUM, PROD, MAX, MIN" in note and "float32" in note and "this error is MPI's" in note
+
+
+@pytest.mark.parametrize("kw, env, exc, match", [
+    ({}, {"PYHCCL_TIMEOUT": "soon"}, ValueError, "expecting PYHCCL_TIMEOUT to be a number of seconds"),
+    ({"timeout": -1}, {}, ValueError, "expecting timeout to be a number of seconds .0 or empty: no timeout., got -1"),
+    ({}, {"PYHCCL_CHECK": "maybe"}, ValueError, "expecting PYHCCL_CHECK to be 1 or 0"),
+    ({"check": "yes"}, {}, TypeError, "expecting check as a bool, got str"),
+    ({}, {"PYHCCL_TIMEOUT_ABORT": "x"}, ValueError, "expecting PYHCCL_TIMEOUT_ABORT to be 1 or 0"),
+])
+def test_reliability_settings_are_checked(monkeypatch, kw, env, exc, match):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(exc, match=match):
+        comm(**kw)
+
+
+def test_reliability_settings_from_env(monkeypatch):
+    monkeypatch.setenv("PYHCCL_CHECK", "1")
+    monkeypatch.setenv("PYHCCL_TIMEOUT", "2.5")
+    monkeypatch.setenv("PYHCCL_TIMEOUT_ABORT", "0")
+    c = comm()
+    assert (c._check, c._timeout, c._abort) == (True, 2.5, False)
+    d = c.Dup()
+    assert (d._check, d._timeout, d._abort) == (True, 2.5, False)
+    monkeypatch.setenv("PYHCCL_TIMEOUT", "0")
+    monkeypatch.delenv("PYHCCL_CHECK")
+    monkeypatch.delenv("PYHCCL_TIMEOUT_ABORT")
+    c = comm()
+    assert (c._check, c._timeout, c._abort) == (False, None, True)
+
+
+def test_checked_and_timed_calls_run_on_one_rank():
+    c = comm(check=True, timeout=30, abort_on_timeout=False)
+    x = np.arange(6, dtype=np.float32)
+    out = np.zeros(6, np.float32)
+    for call in (lambda: c.Allreduce(x, out), lambda: c.Allreduce(x, out), lambda: c.Reduce_scatter(x, out),
+                 lambda: c.Alltoallv([x, [6]], [out, [6]]), lambda: c.Gather(x, out)):
+        out[:] = 0
+        call()
+        assert np.array_equal(out, x)
+    c.Barrier()
+    with pytest.raises(ValueError, match="expecting recvbuf to hold at least 6"):
+        c.Allreduce(x, out[:2])                     # every rank raised alike: the rank's own error
+
+
+def test_check_error_names_ranks_and_values():
+    from pyhccl.comm import _disagreement
+    base = {"call number": "3", "method": "Allreduce", "runs": "pyhccl", "dtype": "float32", "count": "8",
+            "root": "-", "reduce op": "sum", "algorithm": "Ring", "arguments": "a"}
+    rows = [base, {**base, "count": "9", "arguments": "b"}, base]
+    assert _disagreement(rows).startswith("ranks disagree on a collective call (PYHCCL_CHECK): count: ranks 0, 2: 8; "
+                                          "rank 1: 9; every rank must make")
+    rows = [base, {**base, "runs": "an argument error (TypeError: x)", "dtype": "-"}]
+    assert "runs: rank 0: pyhccl; rank 1: an argument error (TypeError: x)" in _disagreement(rows)
+    assert "dtype: " not in _disagreement(rows)
+    rows = [base, {**base, "algorithm": "NHR"}]
+    assert "algorithm: rank 0: Ring; rank 1: NHR" in _disagreement(rows)
+    rows = [base, {**base, "arguments": "b"}]
+    assert "arguments: rank 0: a; rank 1: b" in _disagreement(rows)
+
+
+def test_a_step_that_does_not_complete_names_the_step_peer_and_region():
+    from pyhccl.plan.ir import Buf, Plan, Region, Step, recv, send
+    from pyhccl.run.mpi import compile_plan
+    steps = (Step((send(0, Region(Buf.INPUT, 0, 2)), recv(0, Region(Buf.OUTPUT, 0, 2)))),
+             Step((recv(0, Region(Buf.OUTPUT, 2, 2)),)))        # nobody sends it
+    plan = compile_plan(Plan(0, steps, (("op", "allreduce"), ("algo", "Stuck"), ("count", 4))), 8)
+    bufs = (np.arange(4.0), np.zeros(4), np.zeros(0))
+    with pytest.raises(pyhccl.CollectiveTimeoutError, match=r"rank 0 waited 0.2 s \(PYHCCL_TIMEOUT\) in step 1 "
+                       r"\(of steps 0..1\) of allreduce algorithm Stuck .*still pending: recv from rank 0 into "
+                       r"out\[2:4\]") as info:
+        plan.run(SELF.Dup(), bufs, np.add, timeout=0.2)
+    assert info.value.step == 1 and info.value.algorithm == "Stuck" and isinstance(info.value, TimeoutError)
+    assert np.array_equal(bufs[1], [0, 1, 0, 0])

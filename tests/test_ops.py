@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from pyhccl.ops import SUPPORTED_DTYPES, as_array, dtype_by_name, reduce_ufunc
+from pyhccl.ops import SUPPORTED_DTYPES, Env, allgatherv, allreduce, alltoallv, as_array, dtype_by_name, reduce_ufunc
 
 
 def test_forms():
@@ -47,3 +47,37 @@ def test_dtypes_and_ops():
         dtype_by_name("complex")
     assert reduce_ufunc(MPI.SUM) is np.add and reduce_ufunc(MPI.MIN) is np.minimum
     assert reduce_ufunc(MPI.LAND) is None and reduce_ufunc("sum") is None
+
+
+def test_negative_count_or_displacement():
+    with pytest.raises(ValueError, match="expecting a non-negative count and displacement in sendbuf, got -1 and 0"):
+        as_array([np.zeros(8, np.float32), -1, MPI.FLOAT], name="sendbuf")
+
+
+def env(size, rank=0, rows=None):
+    return Env(rank, size, lambda dtype, n: np.zeros(n, dtype), lambda mine: rows or [mine] * size)
+
+
+def test_overlapping_receive_blocks():
+    out = np.zeros(4)
+    with pytest.raises(ValueError, match=r"expecting recvbuf blocks that do not overlap \(each rank's block its own "
+                                         r"memory\), got counts\[0\] = 2 at displs\[0\] = 0 overlapping displs\[1\] = 1"):
+        allgatherv(env(2), np.zeros(2), [out, ([2, 2], [0, 1])])
+    mine = (((1, 1), (0, 1), (1, 1), (0, 1)))
+    bad = ((1, 1), (0, 1), (1, 1), (0, 0))                     # rank 1 receives both blocks at 0
+    with pytest.raises(ValueError, match=r"expecting rank 1's recvbuf blocks that do not overlap"):
+        alltoallv(env(2, rows=[mine, bad]), [np.zeros(2), [1, 1]], [out[:2], [1, 1]])
+
+
+def test_fallback_reasons_name_the_argument():
+    e = env(1)
+    assert allreduce(e, np.zeros(2), np.zeros(2), MPI.BXOR) == "reduce op MPI.BXOR is not one of SUM, PROD, MAX, MIN"
+    assert allreduce(e, np.zeros(2), np.zeros(2), MPI.Op.Create(lambda a, b, t: None)) == \
+        "reduce op a user-defined op is not one of SUM, PROD, MAX, MIN"
+    assert allreduce(e, np.zeros(2), [np.zeros(2, np.complex64), MPI.C_FLOAT_COMPLEX]).startswith(
+        "recvbuf has the non-numeric or unsupported datatype MPI_C")
+    assert allreduce(e, "text", np.zeros(2)).startswith("sendbuf has a str, not a buffer")
+    assert allreduce(e, [np.zeros(2), 1.5], np.zeros(2)).startswith("sendbuf has a count or displacement that is not")
+    assert allreduce(e, [np.zeros(2), 1, 2, 3, 4], np.zeros(2)).startswith("sendbuf has a list form mpi4py")
+    assert allreduce(e, [np.zeros(3, np.int8), MPI.INT], np.zeros(2)).startswith("sendbuf has 3 bytes, not a whole")
+    assert allreduce(e, [np.zeros(2), 2, "x"], np.zeros(2)).startswith("sendbuf has the non-numeric or unsupported")
