@@ -619,8 +619,8 @@ def _disjoint(buf: Buffer, name: str, rule: str) -> None:
     spans = sorted((d, d + c, j) for j, (c, d) in enumerate(zip(buf.counts, buf.displs)) if c)
     for (lo0, hi0, a), (lo1, _, b) in zip(spans, spans[1:]):
         if lo1 < hi0:
-            raise ValueError(f"expecting {name} blocks that do not overlap ({rule}), got counts[{a}] = {hi0 - lo0} "
-                             f"at displs[{a}] = {lo0} overlapping displs[{b}] = {lo1}")
+            raise ValueError(f"expecting displs to place blocks without overlap in {name} ({rule}), got "
+                             f"counts[{a}] = {hi0 - lo0} at displs[{a}] = {lo0} overlapping displs[{b}] = {lo1}")
 
 
 def _overlap(displs: Sequence[int], counts: Sequence[int]) -> bool:

@@ -97,6 +97,13 @@ def test_rank_table_v1_with_super_pods():
     (lambda t: t["rank_list"][2]["level_list"][1].update(net_instance_id="p0"),
      r"the ranks of super pod 'p0' are not consecutive \(rank 2\)"),
     (lambda t: t["rank_list"][0]["level_list"][0].update(net_type="CLOS"), r"one layer-0 net_type"),
+    (lambda t: t["rank_list"].append("r3"), r"expecting an object with 'rank_id', got 'r3'"),
+    (lambda t: t["rank_list"][0]["level_list"].append(7), r"expecting an object with 'net_layer', got 7"),
+    (lambda t: t["rank_list"][1].update(device_id=-1), r"expecting device_id as an integer >= 0 .*got -1"),
+    (lambda t: t["rank_list"][1].update(rank_id=True), r"expecting rank_id as an integer >= 0 .*got True"),
+    (lambda t: t["rank_list"][1]["level_list"][1].pop("net_instance_id"),
+     r"rank 1's net_layer 1 entry has no net_instance_id"),
+    (lambda t: t.update(rank_count="__import__('os')"), r"expecting rank_count as an integer >= 0"),
 ])
 def test_rank_table_errors(mutate, match):
     table = v2([("p0", "a", 0), ("p1", "b", 0), ("p2", "c", 0)])
@@ -109,6 +116,8 @@ def test_rank_table_v1_errors_and_files(tmp_path):
     with pytest.raises(ValueError, match=r"super_pod_list names servers \['x'\] but server_list has \['a'\]"):
         parse_rank_table({"version": "1.2", "server_list": [{"server_id": "a", "device": [{"device_id": 0}]}],
                           "super_pod_list": [{"super_pod_id": "0", "server_list": [{"server_id": "x"}]}]})
+    with pytest.raises(ValueError, match=r"expecting an object with 'rank_id', got 'd0'"):
+        parse_rank_table({"version": "1.0", "server_list": [{"server_id": "a", "device": ["d0"]}]})
     with pytest.raises(ValueError, match=r"expecting a JSON object, got list"):
         parse_rank_table([])
     bad = tmp_path / "bad.json"

@@ -69,6 +69,8 @@ def _v2(data: dict, name: str) -> TopoSpec:
             raise ValueError(f"{name}: rank {r['rank_id']} has no net_layer 0 entry naming its server; "
                              f"e.g. {_EXAMPLE}")
         types.add(str(layers[0].get("net_type", "TOPO_FILE_DESC")).upper())
+        if 1 in layers and "net_instance_id" not in layers[1]:
+            raise ValueError(f"{name}: rank {r['rank_id']}'s net_layer 1 entry has no net_instance_id (its super pod)")
         pod = str(layers[1]["net_instance_id"]) if 1 in layers else ""
         dev = _int(r, "device_id", name) if "device_id" in r else _int(r, "local_id", name, default=len(rows))
         rows.append((_int(r, "rank_id", name), pod, str(layers[0].get("net_instance_id")), dev))
@@ -125,8 +127,11 @@ def _list(d: Any, key: str, name: str) -> list:
     return value
 
 
-def _int(d: dict, key: str, name: str, default: int | None = None) -> int:
+def _int(d: Any, key: str, name: str, default: int | None = None) -> int:
+    if not isinstance(d, dict):
+        raise ValueError(f"{name}: expecting an object with {key!r}, got {d!r}; e.g. {_EXAMPLE}")
     value = d.get(key, default)
-    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, str) and value.isdigit())):
+    if isinstance(value, bool) or not ((isinstance(value, int) and value >= 0)
+                                       or (isinstance(value, str) and value.isdigit())):
         raise ValueError(f"{name}: expecting {key} as an integer >= 0 (or a string of digits), got {value!r}")
     return int(value)
