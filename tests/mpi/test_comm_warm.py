@@ -1,0 +1,57 @@
+"""The warm path: calls repeated with the very same argument objects skip parsing and stay right."""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import pyhccl
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.fixture(scope="module")
+def comm():
+    return pyhccl.Communicator(MPI.COMM_WORLD)
+
+
+def test_repeated_allreduce_sees_new_data_and_shapes(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    a = np.zeros(12, np.float64)
+    b = np.empty_like(a)
+    for step in range(5):
+        a[...] = r + step
+        comm.Allreduce(a, b)
+        assert (b == sum(range(n)) + n * step).all()
+        comm.Allreduce(MPI.IN_PLACE, a, op=MPI.MAX)
+        assert (a == n - 1 + step).all()
+    a.shape = (3, 4)                                     # same object, other shape: the full path again
+    b.shape = (3, 4)
+    a[...] = 1
+    comm.Allreduce(a, b)
+    assert (b == n).all()
+    assert len(comm._recent) >= 2
+
+
+def test_staged_in_place_forms_repeat_right(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    buf = np.empty(2 * n, np.int32)
+    for step in range(3):
+        buf[...] = np.arange(2 * n) + 100 * r + step
+        comm.Alltoall(MPI.IN_PLACE, buf)
+        want = np.array([[100 * p + 2 * r + j + step for j in range(2)] for p in range(n)]).ravel()
+        np.testing.assert_array_equal(buf, want)
+
+
+def test_repeated_reduce_and_bcast(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    x = np.empty(7, np.int64)
+    y = np.zeros(7, np.int64)
+    for step in range(3):
+        root = step % n
+        x[...] = r * step
+        comm.Reduce(x, y if r == root else None, root=root)
+        if r == root:
+            assert (y == step * n * (n - 1) // 2).all()
+        x[...] = step if r == root else -1
+        comm.Bcast(x, root=root)
+        assert (x == step).all()
