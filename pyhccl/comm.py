@@ -30,6 +30,9 @@ from .run.mpi import ub_transfer_bytes as _ub_bytes
 from .run.pool import ScratchPool
 from .select import Selection, SelectionError, normalize_op, parse_override, select_for
 from .topo import comm_topology
+from .run.shm import SUFFIX as SHM
+from .run.shm import OPS as SHM_OPS
+from .run.shm import ShmRunner, compile_shm, shm_engine, split_engine
 from .tune.file import NATIVE, Tuning, TuningError, load_tuning_cached
 
 __all__ = ["Communicator", "CheckError"]
@@ -41,6 +44,7 @@ _PLAN_CACHE_SIZE = 64
 _SHARED_IN_PLACE = frozenset({"allreduce", "all_gather", "reduce_scatter"})
 #: pyhccl's template names, every op's, in listing order (AllReduce's first).
 _FLAT_NAMES = tuple(dict.fromkeys(n for op in OPS for n in flat_names(op)))
+_FLAT_NAMES += tuple(n + SHM for n in _FLAT_NAMES)          # the same on the shared-memory engine
 
 
 class CheckError(ValueError):
@@ -533,7 +537,7 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
     forced, status, detail = False, "ok", ""
     try:
         name, sel, forced = _choose(c, job, shape)
-        plan = None if name == NATIVE else _build(c, job, name)
+        plan = None if name == NATIVE or (name and split_engine(name)[1]) else _build(c, job, name)   # shm: after agreeing
     except (NotRunnableError, SelectionError) as e:
         status = "error" if forced or _override_for(c, shape) else "fallback"
         detail = f"{type(e).__name__}: {str(e).splitlines()[0]}"
@@ -566,6 +570,8 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
     if len(set(names)) > 1:
         detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
         raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
+    if name and split_engine(name)[1]:
+        shm_engine(c._pcomm)                # collective on first use: every rank agreed on this name
     log.debug("pyhccl: %s -> %s", what, name)
     return (name, sel), plan
 
@@ -573,7 +579,7 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
 def _choose(c: Communicator, job: Job, shape: Call) -> tuple[str, Selection | None, bool]:
     """``(algorithm, selection, forced)``: a forced name valid for the op, else HCCL's selection."""
     op = shape.op
-    if c._algo and c._algo in flat_names(op):
+    if c._algo and split_engine(c._algo)[0] in flat_names(op):
         return c._algo, None, True
     hccl = shape.spec.hccl
     text = _override_for(c, shape)
@@ -600,9 +606,18 @@ def _override_for(c: Communicator, shape: Call) -> str:
     return text
 
 
-def _build(c: Communicator, job: Job, name: str) -> CompiledPlan:
+def _build(c: Communicator, job: Job, name: str) -> CompiledPlan | ShmRunner:
     call = job.call
     rank = c._env.rank
+    name, shm = split_engine(name)
+    if shm and c._timeout is None and call.op in SHM_OPS:
+        groups = None
+        if name not in flat_names(call.op):
+            layout, nlev = c.topology.layout, len(registry.get(name).levels)
+            groups = [layout.algo_groups(r, nlev) for r in range(call.nranks)]
+        plan = compile_shm(call, name, job.dtype.itemsize, rank, groups, uniform=c.topology.layout.uniform)
+        return ShmRunner(plan, shm_engine(c._pcomm))
+    # no timeouts on the shared-memory engine, no rooted ops (a root's own IN_PLACE): the same plan over MPI
     if name in flat_names(call.op):
         plan = build_plan(call, name, rank)
     else:

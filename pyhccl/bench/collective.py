@@ -22,6 +22,9 @@ from ..opspec import OPS, Call
 from ..ops import dtype_by_name
 from ..plan.api import flat_names, hccl_names, resolve_name
 from ..run.pool import ScratchPool
+from ..run.shm import SUFFIX as SHM
+from ..run.shm import OPS as SHM_OPS
+from ..run.shm import split_engine
 from ..topo import TopoSpec, comm_topology
 from .driver import BenchArgs, Row, UsageError, fill, parse_args, sizes, time_call
 
@@ -119,10 +122,11 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
         if key == "auto":
             names = [""]
         elif key in ("all", "templates", "hccl"):
-            names = _eligible(op, key, args, comm.Get_size(), topo)
+            names = _eligible(op, key, args, comm, topo)
         else:
             try:
-                names = [resolve_name(op, token)]
+                base, shm = split_engine(token)
+                names = [resolve_name(op, base) + (SHM if shm else "")]
             except ValueError as e:
                 raise UsageError(str(e)) from None
         for a in names:
@@ -145,20 +149,26 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
     return out
 
 
-def _eligible(op: str, key: str, args: BenchArgs, n: int, topo: TopoSpec) -> list[str]:
+def _eligible(op: str, key: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec) -> list[str]:
     """pyhccl's templates and/or the HCCL names whose attributes accept the topology and that build.
 
     Every rank decides alike: the same simulation of a small call on the same machine.
     """
     from ..verify import check, machine
     m = machine(topo)
+    n = comm.Get_size()
     names = (flat_names(op) if key in ("all", "templates") else []) + (hccl_names(op) if key in ("all", "hccl") else [])
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    one_node = comm.allreduce(node.Get_size() == n, op=MPI.LAND)
+    node.Free()
     call = _call(op, n, n + 1, args.root, False)
     keep = []
     for a in names:
         res = check(call, a, m, dtype=args.dtypes[0], reduce_op=args.redops[0])
         if res.ok:
             keep.append(a)
+    if one_node and key in ("all", "templates") and op in SHM_OPS:   # the templates on the shared-memory engine
+        keep += [a + SHM for a in flat_names(op) if a in keep]
     return keep
 
 

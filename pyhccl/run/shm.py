@@ -52,7 +52,7 @@ from ..opspec import Call
 from ..plan.api import build_plan
 from ..plan.ir import Buf, Kind, Plan, Region
 
-__all__ = ["ShmEngine", "ShmPlan", "compile_shm", "shm_engine", "run_shm"]
+__all__ = ["ShmEngine", "ShmPlan", "ShmRunner", "compile_shm", "shm_engine", "run_shm", "split_engine", "SUFFIX", "OPS"]
 
 _ALIGN = 64                         # bytes: every window area starts on a cache line
 _COPY, _UFUNC, _SYNC, _BLOCK = 0, 1, 2, 3
@@ -117,6 +117,35 @@ class ShmEngine:
             w.Free()
         self.win, self._old, self.segments, self.nbytes = None, [], [], 0
         self.comm.Free()
+
+
+#: Suffix of an algorithm name run by this engine ("MeshTwoShot@shm"): selection's engine ``SHM``.
+SUFFIX = "@shm"
+
+
+#: Ops the Communicator runs on this engine: those whose Call is the same on every rank (a root's
+#: own IN_PLACE in Reduce, Gather and Scatter would give the root another plan than its peers compile).
+OPS = frozenset({"allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "alltoallv",
+                 "all_gather_v", "reduce_scatter_v"})
+
+
+def split_engine(name: str) -> tuple[str, bool]:
+    """``("MeshTwoShot", True)`` for ``"MeshTwoShot@shm"`` (any case of the suffix), ``(name, False)`` otherwise."""
+    if name[-len(SUFFIX):].lower() == SUFFIX:
+        return name[:-len(SUFFIX)], True
+    return name, False
+
+
+class ShmRunner:
+    """A compiled :class:`ShmPlan` behind the MPI runtime's interface (``run(comm, bufs, ufunc, timeout)``)."""
+
+    scratch_count = 0
+
+    def __init__(self, plan: ShmPlan, engine: ShmEngine) -> None:
+        self.plan, self.engine = plan, engine
+
+    def run(self, comm: MPI.Intracomm, bufs: tuple, ufunc: Callable, timeout: float | None = None) -> None:
+        self.plan.run(self.engine, bufs, ufunc)
 
 
 def shm_engine(comm: MPI.Intracomm) -> ShmEngine:

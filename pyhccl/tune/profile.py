@@ -7,8 +7,9 @@ fit of :mod:`pyhccl.tune.fit` applied to its plan's counts, then :class:`Measure
 plugin like any other, hccl_tuner_plugin.h) replaces it with the measured time where the file
 has points around the size; where any candidate has, the fit-only ones step aside (the fit's
 error is larger than the gaps it would decide). Candidates are every HCCL name whose hard attributes accept the
-call, pyhccl's templates for the op, and the wrapped MPI's own collective (:data:`NATIVE`),
-which only this profile may choose.
+call, pyhccl's templates for the op, the same templates on the shared-memory engine where the
+file measured them (``NHR@shm``), and the wrapped MPI's own collective (:data:`NATIVE`); only
+this profile may choose the last two, and only from measurements.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..algo.registry import registrations
 from ..opspec import HCCL_OPS
 from ..plan.api import NotRunnableError, flat_names
 from ..run.mpi import ub_transfer_bytes
+from ..run.shm import SUFFIX as SHM
 from ..select.cost.model import CostResult, CostRow, select_min_cost
 from ..select.tuner import Tuner, TunerCommInfo, TunerEntry
 from ..topo.info import TopoInfo
@@ -33,6 +35,7 @@ __all__ = ["MeasuredTuner", "measured_costs", "PYHCCL_ENGINE", "NATIVE_ENGINE"]
 
 PYHCCL_ENGINE = "PYHCCL"       # pyhccl's one-level templates
 NATIVE_ENGINE = "MPI"          # the wrapped MPI library's collective
+SHM_ENGINE = "SHM"             # pyhccl's templates on the shared-memory engine (pyhccl.run.shm)
 
 
 class MeasuredTuner:
@@ -75,6 +78,7 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
     source: dict[str, str] = {}
     cands: list[tuple[str, str]] = [(r.name, r.engine.name) for r in registrations(op)]
     cands += [(n, PYHCCL_ENGINE) for n in flat_names(name)] + [(NATIVE, NATIVE_ENGINE)]
+    cands += [(n + SHM, SHM_ENGINE) for n in flat_names(name) if tuning.curve(op, n + SHM)]
     regs = {r.name: r for r in registrations(op)}
     for algo, engine in cands:
         row = CostRow(algo, engine)
@@ -85,7 +89,7 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
             if reason:
                 row.filtered = f"attributes: {reason}"
                 continue
-        if algo == NATIVE:
+        if algo == NATIVE or algo.endswith(SHM):             # priced from measurements only
             row.cost = row.model_cost = math.inf
             continue
         try:
@@ -109,7 +113,7 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
             row.cost, row.filtered = None, "not measured at this size (measured candidates are)"
         if row.cost is not None and math.isinf(row.cost):
             row.cost = None
-            row.filtered = ("no measured point around this size" if row.name == NATIVE
+            row.filtered = ("no measured point around this size" if row.engine in (NATIVE_ENGINE, SHM_ENGINE)
                             else f"the tuning file has no fit for {op}")
     result.winner, result.ties = select_min_cost(rows)
     return result, source

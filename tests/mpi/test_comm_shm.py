@@ -1,0 +1,66 @@
+"""Communicator on the shared-memory engine: forced "<template>@shm" names and the measured profile's choice."""
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import pyhccl
+from pyhccl.run.shm import ShmRunner
+from pyhccl.tune import Point, Tuning
+
+pytestmark = pytest.mark.mpi
+W = MPI.COMM_WORLD
+
+
+def runners(c):
+    return {type(p).__name__ for p in c._plans.values()}
+
+
+@pytest.mark.parametrize("algo", ["MeshTwoShot@shm", "NHR@shm", "Ring@shm"])
+def test_forced_shm_allreduce_and_friends(algo):
+    n, r = W.Get_size(), W.Get_rank()
+    c = pyhccl.Communicator(W, algo=algo)
+    for count in (1, 13, 4099):
+        a = (np.arange(count) % 7 + r).astype(np.float64)
+        b = np.empty_like(a)
+        c.Allreduce(a, b)
+        np.testing.assert_array_equal(b, n * (np.arange(count) % 7) + n * (n - 1) / 2)
+        c.Allreduce(MPI.IN_PLACE, a, op=MPI.MAX)
+        np.testing.assert_array_equal(a, np.arange(count) % 7 + n - 1)
+    assert runners(c) == {"ShmRunner"}
+    g = np.empty(3 * n, np.int32)
+    pyhccl.Communicator(W, algo="Mesh@shm").Allgather(np.full(3, r, np.int32), g)
+    np.testing.assert_array_equal(g, np.repeat(np.arange(n), 3))
+
+
+def test_rooted_ops_run_their_plan_over_mpi():
+    n, r = W.Get_size(), W.Get_rank()
+    c = pyhccl.Communicator(W, algo="Mesh@shm")
+    x = np.full(5, r + 1, np.int64)
+    y = np.zeros(5, np.int64)
+    c.Reduce(x, y if r == 0 else None, root=0)
+    if r == 0:
+        assert (y == n * (n + 1) // 2).all()
+    assert not any(isinstance(p, ShmRunner) for p in c._plans.values())
+
+
+def test_measured_profile_can_choose_shm():
+    n = W.Get_size()
+    path = W.bcast(tempfile.mktemp(suffix=".json") if W.Get_rank() == 0 else None)
+    if W.Get_rank() == 0:
+        pts = [Point("AllReduce", a, nb, t) for a, t in (("NHR", 50.0), ("Ring@shm", 5.0), ("NativeMPI", 40.0))
+               for nb in (8, 1 << 20)]
+        Tuning(f"1x1x{n}", n, 512 * 1024, tuple(pts)).save(path)
+    W.Barrier()
+    c = pyhccl.Communicator(W, topo=f"1x1x{n}", tuning=path)
+    a = np.ones(1000, np.float32)
+    b = np.empty_like(a)
+    c.Allreduce(a, b)
+    assert (b == n).all() and c.last_selection.algorithm == "Ring@shm"
+    assert runners(c) == {"ShmRunner"}
+    W.Barrier()
+    if W.Get_rank() == 0:
+        os.remove(path)
