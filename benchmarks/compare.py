@@ -60,6 +60,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help=f"configs {QUICK_CONFIGS}, sizes {QUICK_SIZES}, budget 0.05 s")
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a job counts as hung (default 3600)")
     p.add_argument("--results-dir", type=Path, default=HERE / "results")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results of configurations already measured in --results-dir; run the others")
     a = p.parse_args(argv)
     a.configs = a.configs or (QUICK_CONFIGS if a.quick else CONFIGS)
     a.sizes = a.sizes or (QUICK_SIZES if a.quick else SIZES)
@@ -134,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     for n, topo in a.pairs:
         stem = f"{a.op}_{n}_{topo}"
         tuning = res / "tuning" / f"{stem}.json"
-        tuning.unlink(missing_ok=True)
-        rc, err = bench(a, n, topo, ["--tune", str(tuning)], res / f"{stem}_tune.txt")
-        if rc == 0:
+        done = a.resume and (res / f"{stem}.json").exists() and tuning.exists()
+        if not done:
+            tuning.unlink(missing_ok=True)
+        rc, err = (0, "") if done else bench(a, n, topo, ["--tune", str(tuning)], res / f"{stem}_tune.txt")
+        if rc == 0 and not done:
             rc, err = bench(a, n, topo, ["--tuning", str(tuning), "--report", "regret", "--plot",
                                          str(res / f"{stem}.png"), "--json", str(res / f"{stem}.json"),
                                          "--csv", str(res / f"{stem}.csv")], res / f"{stem}.txt")

@@ -24,7 +24,7 @@ from ..plan.api import flat_names, hccl_names, resolve_name
 from ..run.pool import ScratchPool
 from ..run.shm import SUFFIX as SHM
 from ..run.shm import OPS as SHM_OPS
-from ..run.shm import split_engine
+from ..run.shm import adopt_engine, shm_engine, split_engine
 from ..topo import TopoSpec, comm_topology
 from .driver import BenchArgs, Row, UsageError, fill, parse_args, sizes, time_call
 
@@ -146,6 +146,10 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
     pool = ScratchPool()              # one scratch for all: they run one at a time (30 x 64 MiB would not fit)
     for pc in out.values():
         pc._pool = pool
+    if any(split_engine(a)[1] for a in out):       # and one shared window
+        first = next(iter(out.values()))
+        for pc in out.values():
+            adopt_engine(pc._pcomm, shm_engine(first._pcomm))
     return out
 
 

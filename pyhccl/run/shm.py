@@ -52,7 +52,8 @@ from ..opspec import Call
 from ..plan.api import build_plan
 from ..plan.ir import Buf, Kind, Plan, Region
 
-__all__ = ["ShmEngine", "ShmPlan", "ShmRunner", "compile_shm", "shm_engine", "run_shm", "split_engine", "SUFFIX", "OPS"]
+__all__ = ["ShmEngine", "ShmPlan", "ShmRunner", "compile_shm", "shm_engine", "run_shm", "split_engine", "SUFFIX", "OPS",
+           "adopt_engine"]
 
 _ALIGN = 64                         # bytes: every window area starts on a cache line
 _COPY, _UFUNC, _SYNC, _BLOCK = 0, 1, 2, 3
@@ -85,6 +86,7 @@ class ShmEngine:
         self.generation = 0
         self.segments: list[np.ndarray] = []
         self._old: list[MPI.Win] = []     # grown-out windows whose buffers were handed out
+        self.handed = False               # buffers() gave out arrays in the window: keep old windows
 
     def reserve(self, nbytes: int) -> None:
         """Make every segment at least ``nbytes`` (collective: every rank asks for the same)."""
@@ -93,7 +95,10 @@ class ShmEngine:
         nbytes = max(nbytes, 2 * self.nbytes, 1 << 16)
         if self.win is not None:
             self.win.Unlock_all()
-            self._old.append(self.win)
+            if self.handed:
+                self._old.append(self.win)
+            else:                         # nothing outside points into it: give the memory back now
+                self.win.Free()
         self.win = MPI.Win.Allocate_shared(nbytes, 1, comm=self.comm)
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self.segments = []
@@ -146,6 +151,12 @@ class ShmRunner:
 
     def run(self, comm: MPI.Intracomm, bufs: tuple, ufunc: Callable, timeout: float | None = None) -> None:
         self.plan.run(self.engine, bufs, ufunc)
+
+
+def adopt_engine(comm: MPI.Intracomm, engine: ShmEngine) -> None:
+    """Let ``comm`` use ``engine`` (made on another communicator of the same ranks): one window for many
+    communicators that never run at the same time (the benchmark's, one per algorithm)."""
+    comm.Set_attr(_KEYVAL, engine)
 
 
 def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
@@ -437,6 +448,7 @@ class ShmPlan:
     def buffers(self, engine: ShmEngine, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """This rank's input and output areas of the window: a call on them copies nothing in or out."""
         engine.reserve(self.nbytes)
+        engine.handed = True
         win = self._win_arrays(engine, np.dtype(dtype))[self.rank]
         out = win[Buf.OUTPUT]
         return (out if self.call.in_place else win[Buf.INPUT]), out
