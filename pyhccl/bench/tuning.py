@@ -12,11 +12,15 @@ import math
 import os
 import time
 from dataclasses import dataclass
+
+import numpy as np
 from typing import Any, Sequence
 
 from ..opspec import OPS
 from ..select import SelectionError, select_for
 from ..tune.file import NATIVE, Point, Tuning, TuningError, load_tuning
+from ..ops import dtype_by_name
+from ..tune.features import pool_identical
 from ..tune.fit import fit_op
 from ..units import format_size
 from .driver import BenchArgs, Row
@@ -85,7 +89,11 @@ def _choice(args: BenchArgs, topology: Any, row: Row, tuning: Tuning | str) -> s
 
 
 def regret(args: BenchArgs, rows: Sequence[Row], topology: Any, tuning: Tuning | None) -> list[Regret]:
-    """Per (dtype, size): best measured, HCCL's choice and the tuned choice with their time ratios to it."""
+    """Per (dtype, size): best measured, HCCL's choice and the tuned choice with their time ratios to it.
+
+    Names that run the very same plans (:func:`pyhccl.tune.features.signature`) count as one
+    algorithm: each is timed at the mean of their measurements.
+    """
     measured = _measured(rows)
     out = []
     seen = set()
@@ -94,7 +102,9 @@ def regret(args: BenchArgs, rows: Sequence[Row], topology: Any, tuning: Tuning |
         if key in seen or not measured.get(key):
             continue
         seen.add(key)
-        times = measured[key]
+        itemsize = np.dtype(dtype_by_name(r.type)).itemsize
+        times = pool_identical(OPS[_op(args)].hccl, measured[key], topology.spec.to_text(), r.nbytes, itemsize,
+                               max(r.root, 0))
         best = min(times, key=times.__getitem__)
         hccl = _choice(args, topology, r, "")
         tuned = _choice(args, topology, r, tuning) if tuning is not None else "-"

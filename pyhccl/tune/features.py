@@ -11,17 +11,19 @@ ranks (the slowest rank sets the time).
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from ..algo import registry
 from ..opspec import OPS, canonical_op
-from ..plan.api import build_plan, flat_names
+from ..plan.api import NotRunnableError, build_plan, flat_names
 from ..plan.ir import Kind
 from ..verify.api import _groups, machine, make_call
+from ..run.shm import split_engine
 from .file import LEVELS
 
-__all__ = ["FEATURES", "features", "call_for"]
+__all__ = ["FEATURES", "features", "call_for", "signature", "pool_identical"]
 
 #: Column names of the feature vector, in order.
 FEATURES = (tuple(f"steps_L{lv}" for lv in range(LEVELS)) + tuple(f"moved_L{lv}" for lv in range(LEVELS))
@@ -39,6 +41,43 @@ def call_for(op: str, nranks: int, nbytes: int, itemsize: int, root: int = 0, in
                      in_place=in_place and spec.in_place_ok and not spec.vector)
 
 
+def _plans(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, root: int, in_place: bool) -> list:
+    """Every rank's plan of ``algorithm`` for HCCL data size ``nbytes`` on ``topo``."""
+    m = machine(topo)
+    call = call_for(op, m.nranks, nbytes, itemsize, root, in_place)
+    groups = None if algorithm in flat_names(call.op) else _groups(m.text, len(registry.get(algorithm).levels))
+    return [build_plan(call, algorithm, r, None if groups is None else groups[r], uniform=m.layout.uniform)
+            for r in range(m.nranks)]
+
+
+@lru_cache(maxsize=8192)
+def signature(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, root: int = 0,
+              in_place: bool = False) -> Any:
+    """What ``algorithm`` runs for this call: names with equal signatures run the very same plans.
+
+    HCCL registers one schedule under several names (``AivAllReduceSoleMeshOneShot``,
+    ``CcuMSAllReduceSoleMeshOneShot`` and pyhccl's ``MeshOneShot`` on one flat level); their
+    measurements are measurements of one thing. An engine suffix (``@shm``) or a name that does
+    not build here gives a signature of its own.
+    """
+    base, shm = split_engine(algorithm)
+    try:
+        plans = _plans(op, base, topo, nbytes, itemsize, root, in_place)
+    except (NotRunnableError, ValueError):
+        return algorithm
+    return shm, tuple(p.steps for p in plans)
+
+
+def pool_identical(op: str, times: dict[str, float], topo: str, nbytes: int, itemsize: int, root: int = 0,
+                   in_place: bool = False) -> dict[str, float]:
+    """``times`` with every name priced at the mean of the names that run the same plans."""
+    groups: dict[Any, list[str]] = {}
+    for name in times:
+        groups.setdefault(signature(op, name, topo, nbytes, itemsize, root, in_place), []).append(name)
+    return {name: sum(times[m] for m in members) / len(members)
+            for members in groups.values() for name in members}
+
+
 @lru_cache(maxsize=8192)
 def features(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, ub_bytes: int, root: int = 0,
              in_place: bool = False) -> np.ndarray:
@@ -47,20 +86,15 @@ def features(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, ub_
     Raises:
         pyhccl.plan.NotRunnableError: the algorithm does not run on this layout.
     """
-    m = machine(topo)
-    n = m.nranks
-    call = call_for(op, n, nbytes, itemsize, root, in_place)
-    coords = m.layout.coords
+    coords = machine(topo).layout.coords
 
     def level(a: int, b: int) -> int:
         ca, cb = coords[a], coords[b]
         return 0 if ca.server == cb.server else 1 if ca.super_pod == cb.super_pod else 2
 
-    groups = None if algorithm in flat_names(call.op) else _groups(m.text, len(registry.get(algorithm).levels))
     per_msg = max(1, ub_bytes // itemsize)
     worst = np.zeros(len(FEATURES))
-    for r in range(n):
-        plan = build_plan(call, algorithm, r, None if groups is None else groups[r], uniform=m.layout.uniform)
+    for r, plan in enumerate(_plans(op, algorithm, topo, nbytes, itemsize, root, in_place)):
         f = np.zeros(len(FEATURES))
         f[-1] = 1.0
         for step in plan.steps:

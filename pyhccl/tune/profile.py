@@ -27,7 +27,7 @@ from ..run.shm import SUFFIX as SHM
 from ..select.cost.model import CostResult, CostRow, select_min_cost
 from ..select.tuner import Tuner, TunerCommInfo, TunerEntry
 from ..topo.info import TopoInfo
-from .features import features
+from .features import features, pool_identical
 from .file import NATIVE, Tuning
 from .fit import predict
 
@@ -106,6 +106,12 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
     plugin = MeasuredTuner(tuning)
     Tuner(plugin, "pyhccl.tune.MeasuredTuner").enrich(op, call, topo, rows, result.tuner_changes)
     source.update(plugin.how)
+    measured = {r.name: r.cost for r in rows if r.name in plugin.how}
+    pooled = pool_identical(op, measured, tuning.topo, call.nbytes, itemsize, call.root, call.inplace)
+    for row in rows:                         # names that run the same plans share their measurements
+        if row.name in pooled and pooled[row.name] != row.cost:
+            row.cost = pooled[row.name]
+            source[row.name] += " (mean of the names with the same plans)"
     any_measured = bool(plugin.how)
     for row in rows:
         row.priced_by = source.get(row.name, "")
