@@ -91,3 +91,9 @@ def test_direct_construction_validates():
     with pytest.raises(ValueError, match=r"expecting dies in 1\.\.2, got 0"):
         TopoSpec([[[0, 1]]], dies=0)
     assert TopoSpec([[[0, 1]]], level1="roce").level1 == CommProtocol.ROCE
+
+
+def test_shorthand_too_large_is_refused_naming_the_limit():
+    from pyhccl.topo.spec import MAX_RANKS
+    with pytest.raises(ValueError, match=f"at most {MAX_RANKS}"):
+        parse_topo("1x2x99999999")

@@ -152,6 +152,10 @@ def _parse_text(text: str) -> TopoSpec:
     return TopoSpec(_layout_text(head), **_known(opts))
 
 
+#: The largest machine a spec may describe (HCCL's largest communicators are far smaller).
+MAX_RANKS = 1 << 20
+
+
 def _layout_text(head: str) -> Any:
     if head.startswith("["):
         return _json(head)
@@ -160,6 +164,9 @@ def _layout_text(head: str) -> Any:
         raise ValueError(f"expecting PxSxD with positive integers (super pods x servers x devices), "
                          f"e.g. '1x2x4', or a nested list, got {head!r}")
     pods, servers, devices = counts
+    if pods * servers * devices > MAX_RANKS:
+        raise ValueError(f"topo {head!r} has {pods * servers * devices} devices; expecting at most {MAX_RANKS} "
+                         "(pyhccl builds one entry per rank)")
     return [[list(range(devices))] * servers] * pods
 
 
