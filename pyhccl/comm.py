@@ -22,7 +22,7 @@ from mpi4py import MPI
 from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 
 from .algo import registry
-from .ops import PARSERS, SUPPORTED_DTYPES, SUPPORTED_OPS, Env, Job, to_device
+from .ops import PARSERS, SUPPORTED_DTYPES, SUPPORTED_OPS, Env, Job
 from .opspec import OPS, Call
 from .plan.api import NotRunnableError, build_plan, flat_names, resolve_name
 from .run.mpi import CollectiveTimeoutError, CompiledPlan, allgather_timed, compile_plan, timeout_seconds, wait_pending
@@ -345,13 +345,14 @@ def _collective(c: Communicator, method: str, *args: Any) -> None:
             if c.last_selection is not None and c.last_selection.algorithm == NATIVE:
                 return getattr(c._comm, method)(*args)          # the measured profile chose native MPI
             return c._fallback(method, "no pyhccl algorithm runs it", *args)
-        plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc, c._timeout)
+        if job.device is None:
+            plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc, c._timeout)
+        else:
+            job.device.run(plan, c._pcomm, job, c._timeout)         # on the device: pyhccl/gpu.py
     except CollectiveTimeoutError as e:
         if c._abort:
             _abort(c, e)
         raise
-    for buf in job.device:
-        to_device(buf)
     return None
 
 

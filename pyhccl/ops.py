@@ -4,6 +4,8 @@ pyhccl runs its own algorithms for contiguous buffers of the dtypes and ops belo
 else :func:`as_array` and :func:`reduce_ufunc` return None, the parsers return the reason as a
 string, and the communicator hands the call to the wrapped MPI communicator, which supports it
 or raises its own error. Wrong arguments raise here, once, before the call reaches a plan.
+Device arrays (cupy, ``__cuda_array_interface__``, CUDA DLPack) stay device arrays: the job
+carries their :class:`pyhccl.gpu.DeviceBackend`, and staging space is made on their device.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
+from . import gpu
 from .opspec import Call
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_OPS", "Buffer", "Env", "Job", "PARSERS", "as_array", "as_vector",
@@ -52,13 +55,12 @@ class Buffer:
     """A flat, contiguous, typed view of the user's memory, and how it reached us.
 
     ``counts`` / ``displs``: a vector buffer's per-rank blocks (``array`` is then all of it).
-    ``device``: the GPU array's flat view when the memory is on a GPU; ``array`` views a host
-    copy (``host``) that :func:`to_device` writes back.
+    ``device``: the :class:`pyhccl.gpu.DeviceBackend` when the memory is on a device; ``array``
+    is then that device's flat view of it (no copy).
     """
 
-    array: np.ndarray
-    device: Any = None
-    host: np.ndarray | None = None
+    array: Any
+    device: gpu.DeviceBackend | None = None
     counts: tuple[int, ...] | None = None
     displs: tuple[int, ...] | None = None
 
@@ -77,17 +79,18 @@ class Env:
 class Job:
     """One call, ready to run: the :class:`Call`, this rank's input and output, how to reduce.
 
-    ``reduce_op`` is HCCL's name of the op (for the selection); ``device`` lists the GPU buffers
-    to copy the result back into.
+    ``reduce_op`` is HCCL's name of the op (for the selection); ``device`` is the
+    :class:`pyhccl.gpu.DeviceBackend` of device buffers (``inp`` and ``out`` are then device
+    arrays, run by ``device.run``), None for host memory.
     """
 
     call: Call
     dtype: np.dtype
-    inp: np.ndarray
-    out: np.ndarray
+    inp: Any
+    out: Any
     ufunc: Callable | None = None
     reduce_op: str = "sum"
-    device: tuple[Buffer, ...] = ()
+    device: gpu.DeviceBackend | None = None
 
 
 def dtype_by_name(name: str) -> np.dtype:
@@ -127,7 +130,8 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
     Accepts what mpi4py accepts: a buffer-protocol object (numpy array, bytearray, array.array,
     memoryview), an object with ``__dlpack__`` or ``__cuda_array_interface__``, and the lists
     ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
-    ``[buf, (count, displ), datatype]`` and ``[buf, count, displ, datatype]``. A count is per
+    ``[buf, (count, displ), datatype]`` and ``[buf, count, displ, datatype]``. Device memory
+    gives a device array (with cupy, or a registered :class:`pyhccl.gpu.DeviceBackend`). A count is per
     block: a buffer of ``blocks`` blocks (the receive buffer of Allgather, ...) spans
     ``blocks * count`` elements. Returns None for derived or non-numeric datatypes,
     non-contiguous memory and dtypes outside :data:`SUPPORTED_DTYPES`.
@@ -146,7 +150,7 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
     typed = _typed(obj, datatype)
     if typed is None:
         return None
-    arr, device, host = typed
+    arr, device = typed
     lo = index(displ or 0)
     if lo < 0 or (count is not None and count < 0):
         raise ValueError(f"expecting a non-negative count and displacement in {name}, got {count} and {lo}")
@@ -154,7 +158,7 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
     if lo < 0 or hi < lo or hi > arr.size:
         what = f"{blocks} x {count}" if blocks > 1 else f"{count}"
         raise ValueError(f"expecting count + displacement <= {arr.size} elements in {name}, got {what} + {lo}")
-    return Buffer(arr[lo:hi], device, host)
+    return Buffer(arr[lo:hi], device)
 
 
 def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None:
@@ -176,7 +180,7 @@ def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None
     typed = _typed(obj, datatype)
     if typed is None:
         return None
-    arr, device, host = typed
+    arr, device = typed
     size = arr.size
     if counts is None:
         counts = [size // blocks + (size % blocks > i) for i in range(blocks)]
@@ -189,13 +193,7 @@ def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None
         if c and d + c > size:
             raise ValueError(f"expecting {name} to hold counts[{j}] = {c} elements at displs[{j}] = {d}, "
                              f"got {size} elements")
-    return Buffer(arr, device, host, counts, displs)
-
-
-def to_device(buf: Buffer) -> None:
-    """Copy a GPU buffer's host copy (now holding the result) back to the GPU."""
-    if buf.device is not None:
-        buf.device.set(buf.host)
+    return Buffer(arr, device, counts, displs)
 
 
 # -- the parsers: one per method, mpi4py's arguments after the Env ------------------------------
@@ -217,7 +215,7 @@ def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job
     if not inplace:
         _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("allreduce", env.size, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
-               ufunc, reduce_op_name(op), _dev(rb))
+               ufunc, reduce_op_name(op), rb.device)
 
 
 def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> Job | str:
@@ -244,9 +242,9 @@ def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int
         if not inplace:
             _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
     else:
-        out = env.stage(sb.array.dtype, count)          # the templates' work space; never the user's
+        out = _stage(env, sb, count)          # the templates' work space; never the user's
     return Job(Call("reduce", env.size, count, root, in_place=inplace), out.dtype, out if inplace else sb.array,
-               out, ufunc, reduce_op_name(op), _dev(rb))
+               out, ufunc, reduce_op_name(op), sb.device)
 
 
 def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
@@ -258,11 +256,9 @@ def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
     arr = b.array
     if env.rank != root:
         _out(b, arr.size, "buf", "")
-    elif not arr.flags.writeable:                      # the templates may rewrite the root's data
-        arr = env.stage(arr.dtype, arr.size)
-        np.copyto(arr, b.array)
-    return Job(Call("broadcast", env.size, arr.size, root), arr.dtype, arr, arr,
-               device=_dev(b) if env.rank != root else ())
+    elif not _writeable(arr):                          # the templates may rewrite the root's data
+        arr = _staged(env, b, arr)
+    return Job(Call("broadcast", env.size, arr.size, root), arr.dtype, arr, arr, device=b.device)
 
 
 def _gathered(sb: Buffer, rb: Buffer, n: int, inplace: bool, hint: str) -> tuple[int, np.ndarray]:
@@ -290,7 +286,7 @@ def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         return why
     count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf to gather in place")
     return Job(Call("all_gather", n, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
-               device=_dev(rb))
+               device=rb.device)
 
 
 def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
@@ -311,10 +307,10 @@ def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
         return why
     if not at_root:
         arr = sb.array
-        return Job(Call("gather", n, arr.size, root), arr.dtype, arr, arr[:0])
+        return Job(Call("gather", n, arr.size, root), arr.dtype, arr, arr[:0], device=sb.device)
     count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf at the root to gather in place")
     return Job(Call("gather", n, count, root, in_place=inplace), out.dtype, out if inplace else sb.array, out,
-               device=_dev(rb))
+               device=rb.device)
 
 
 def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
@@ -335,14 +331,14 @@ def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
         return why
     if not at_root:
         out = _out(rb, rb.array.size, "recvbuf", "")
-        return Job(Call("scatter", n, out.size, root), out.dtype, out[:0], out, device=_dev(rb))
+        return Job(Call("scatter", n, out.size, root), out.dtype, out[:0], out, device=rb.device)
     count = _blocks(sb, n, "sendbuf")
     if inplace:                 # the root's block stays where it is: receive it into staging
-        out = env.stage(sb.array.dtype, count)
+        out = _stage(env, sb, count)
     else:
         out = _out(rb, count, "recvbuf", "one block of sendbuf")
         _apart(sb.array, out, "pass MPI.IN_PLACE as recvbuf at the root to leave the root's block in place")
-    return Job(Call("scatter", n, count, root), out.dtype, sb.array[:n * count], out, device=_dev(rb))
+    return Job(Call("scatter", n, count, root), out.dtype, sb.array[:n * count], out, device=sb.device)
 
 
 def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job | str:
@@ -362,10 +358,10 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     if inplace:
         out = _out(rb, n * count, "recvbuf", "")
         return Job(Call("reduce_scatter", n, count, in_place=True), out.dtype, out, out, ufunc,
-                   reduce_op_name(op), _dev(rb))
+                   reduce_op_name(op), rb.device)
     out = _out(rb, count, "recvbuf", "one block of sendbuf")
     _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
-    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), _dev(rb))
+    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), rb.device)
 
 
 def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[int] | None = None,
@@ -399,14 +395,13 @@ def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[in
         _out(rb, mine, "recvbuf", f"recvcounts[{rank}]")
     if not inplace:
         _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
-    dev = _dev(rb)
+    dev = rb.device
     if len(set(counts)) == 1:
         call = Call("reduce_scatter", n, mine, in_place=inplace)
         return Job(call, out.dtype, out if inplace else sb.array[:total], out, ufunc, reduce_op_name(op), dev)
     inp = sb.array[:total]
     if inplace:                 # ReduceScatterV has no in-place form: stage the input
-        inp = env.stage(out.dtype, total)
-        np.copyto(inp, out)
+        inp = _staged(env, rb, out)
         out = out[:mine]
     return Job(Call("reduce_scatter_v", n, counts=counts), out.dtype, inp, out, ufunc, reduce_op_name(op), dev)
 
@@ -426,15 +421,14 @@ def allgatherv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     out = _out(rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
     lo, k = rv.displs[rank], rv.counts[rank]
     if inplace:                 # AllGatherV has no in-place form: stage this rank's block
-        inp = env.stage(out.dtype, k)
-        np.copyto(inp, out[lo:lo + k])
+        inp = _staged(env, rv, out[lo:lo + k])
     else:
         inp = sb.array
         if inp.size != k:
             raise ValueError(f"expecting sendbuf to hold counts[{rank}] = {k} elements (recvbuf's count for "
                              f"this rank), got {inp.size}")
         _apart(inp, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
-    return Job(call, out.dtype, inp, out, device=_dev(rv))
+    return Job(call, out.dtype, inp, out, device=rv.device)
 
 
 def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
@@ -455,11 +449,10 @@ def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     out = _out(rb, n * count, "recvbuf", "")
     inp = sb.array
     if inplace:                 # AllToAll has no in-place form: stage the blocks to send
-        inp = env.stage(out.dtype, out.size)
-        np.copyto(inp, out)
+        inp = _staged(env, rb, out)
     else:
         _apart(inp, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
-    return Job(Call("alltoall", n, count), out.dtype, inp, out, device=_dev(rb))
+    return Job(Call("alltoall", n, count), out.dtype, inp, out, device=rb.device)
 
 
 def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
@@ -490,9 +483,8 @@ def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
                 rdispls=tuple(row[3] for row in rows))
     inp = sv.array
     if inplace:                 # AllToAllV has no in-place form: stage the blocks to send
-        inp = env.stage(out.dtype, call.input_count(rank))
-        np.copyto(inp, out[:inp.size])
-    return Job(call, out.dtype, inp, out, device=_dev(rv))
+        inp = _staged(env, rv, out[:call.input_count(rank)])
+    return Job(call, out.dtype, inp, out, device=rv.device)
 
 
 def barrier(env: Env) -> Job:
@@ -541,6 +533,8 @@ def _why_not(spec: Any, vector: bool) -> str:
         return f"a datatype that is not an MPI.Datatype ({type(datatype).__name__})"
     base = _flat(obj)
     if base is None:
+        if gpu.backend_of(obj) is not None:
+            return "device memory that is not contiguous"
         try:
             if not memoryview(obj).contiguous:
                 return "memory that is not contiguous"
@@ -577,6 +571,14 @@ def _given(spec: Any, name: str, where: str) -> None:
 
 
 def _mismatch(a: Buffer, b: Buffer) -> str:
+    """The fallback reason for differing dtypes ("" if none); sendbuf ``a`` and recvbuf ``b`` in different memory raise.
+
+    Raises:
+        ValueError: one buffer on the host and the other on a device, or on two devices.
+    """
+    if a.device is not b.device or (a.device is not None and a.device.where(a.array) != a.device.where(b.array)):
+        raise ValueError(f"expecting sendbuf and recvbuf in the same memory, got sendbuf {_where(a)} and recvbuf "
+                         f"{_where(b)}; copy one of them to the other's device (cupy.asarray / cupy.asnumpy)")
     da, db = a.array.dtype, b.array.dtype
     return "" if da == db else f"send dtype {da} differs from receive dtype {db}"
 
@@ -586,13 +588,14 @@ def _out(buf: Buffer, count: int, name: str, what: str) -> np.ndarray:
     arr = buf.array
     if arr.size < count:
         raise ValueError(f"expecting {name} to hold at least {count} elements ({what}), got {arr.size}")
-    if not arr.flags.writeable:
+    if not _writeable(arr):
         raise ValueError(f"expecting a writable {name}, got a read-only buffer")
     return arr[:count]
 
 
-def _apart(src: np.ndarray, dst: np.ndarray, fix: str) -> None:
-    if src.size and dst.size and np.may_share_memory(src, dst):
+def _apart(src: Any, dst: Any, fix: str) -> None:
+    if src.size and dst.size and (np.may_share_memory(src, dst) if isinstance(src, np.ndarray)
+                                  else gpu.backend_of(src).may_share_memory(src, dst)):
         raise ValueError(f"sendbuf and recvbuf overlap; {fix}")
 
 
@@ -628,8 +631,29 @@ def _overlap(displs: Sequence[int], counts: Sequence[int]) -> bool:
     return any(lo < hi for (_, hi), (lo, _) in zip(spans, spans[1:]))
 
 
-def _dev(buf: Buffer | None) -> tuple[Buffer, ...]:
-    return (buf,) if buf is not None and buf.device is not None else ()
+def _where(buf: Buffer) -> str:
+    return "on the host" if buf.device is None else buf.device.where(buf.array)
+
+
+def _writeable(arr: Any) -> bool:
+    """Whether pyhccl may write ``arr`` (device arrays have no read-only flag)."""
+    return arr.flags.writeable if isinstance(arr, np.ndarray) else True
+
+
+def _stage(env: Env, like: Buffer, count: int) -> Any:
+    """Work space for ``count`` elements of ``like``'s dtype in ``like``'s memory (host staging or its device)."""
+    dtype = like.array.dtype
+    return env.stage(dtype, count) if like.device is None else like.device.empty(count, dtype, like.array)
+
+
+def _staged(env: Env, like: Buffer, src: Any) -> Any:
+    """A copy of ``src`` (an array in ``like``'s memory) in work space beside it."""
+    dst = _stage(env, like, src.size)
+    if like.device is None:
+        np.copyto(dst, src)
+    else:
+        like.device.copyto(dst, src)
+    return dst
 
 
 def _is_int(x: Any) -> bool:
@@ -666,15 +690,14 @@ def _unpack(spec: Any, vector: bool) -> tuple[Any, Any, Any, Any] | None:
     return None
 
 
-def _typed(obj: Any, datatype: Any) -> tuple[np.ndarray, Any, np.ndarray | None] | None:
-    """``obj``'s memory as a flat array of ``datatype`` (or of its own type): (array, device, host)."""
+def _typed(obj: Any, datatype: Any) -> tuple[Any, gpu.DeviceBackend | None] | None:
+    """``obj``'s memory as a flat array of ``datatype`` (or of its own type): (array, device backend or None)."""
     if datatype is not None and not _is_datatype(datatype):
         return None
     base = _flat(obj)
     if base is None:
         return None
     arr, device = base
-    host = arr if device is not None else None
     if datatype is not None:
         dtype = _mpi_dtype(datatype)
         if dtype is None or arr.nbytes % dtype.itemsize:
@@ -682,20 +705,21 @@ def _typed(obj: Any, datatype: Any) -> tuple[np.ndarray, Any, np.ndarray | None]
         arr = arr.view(np.uint8).view(dtype)
     if arr.dtype not in _SUPPORTED:
         return None
-    return arr, device, host
+    return arr, device
 
 
-def _flat(obj: Any) -> tuple[np.ndarray, Any] | None:
-    """A 1-D view of ``obj``'s memory with its own dtype, plus the GPU array's flat view if any."""
+def _flat(obj: Any) -> tuple[Any, gpu.DeviceBackend | None] | None:
+    """A 1-D view of ``obj``'s memory with its own dtype, plus its device backend (None: host memory)."""
     if isinstance(obj, np.ndarray):
         arr = obj
-    elif hasattr(obj, "__cuda_array_interface__"):
-        return _from_gpu(obj)
+    elif (device := gpu.backend_of(obj)) is not None:
+        flat = device.flat(obj)
+        return None if flat is None else (flat, device)
     elif hasattr(obj, "__dlpack__") and not isinstance(obj, (bytes, bytearray, memoryview)):
         try:
             arr = np.from_dlpack(obj)
         except (BufferError, RuntimeError, TypeError):
-            return _from_gpu(obj)
+            return None                 # GPU memory without cupy, or a device numpy cannot read
     else:
         try:
             mv = memoryview(obj)
@@ -710,19 +734,6 @@ def _flat(obj: Any) -> tuple[np.ndarray, Any] | None:
     if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
         return None
     return arr.reshape(-1, order="A"), None
-
-
-def _from_gpu(obj: Any) -> tuple[np.ndarray, Any] | None:
-    """GPU memory: a host copy and the device array's flat view to copy results back into (cupy)."""
-    try:
-        import cupy
-    except ImportError:
-        return None
-    dev = cupy.asarray(obj)
-    if not (dev.flags.c_contiguous or dev.flags.f_contiguous):
-        return None
-    flat = dev.reshape(-1, order="A")
-    return cupy.asnumpy(flat), flat
 
 
 def _mpi_dtype(datatype: MPI.Datatype | str) -> np.dtype | None:

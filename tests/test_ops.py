@@ -81,3 +81,60 @@ def test_fallback_reasons_name_the_argument():
     assert allreduce(e, [np.zeros(2), 1, 2, 3, 4], np.zeros(2)).startswith("sendbuf has a list form mpi4py")
     assert allreduce(e, [np.zeros(3, np.int8), MPI.INT], np.zeros(2)).startswith("sendbuf has 3 bytes, not a whole")
     assert allreduce(e, [np.zeros(2), 2, "x"], np.zeros(2)).startswith("sendbuf has the non-numeric or unsupported")
+
+
+# -- device buffers (pyhccl/gpu.py): parsed to device arrays, staging on the device ------------
+
+@pytest.fixture
+def emulated():
+    from pyhccl import gpu
+    dev = gpu.EmulatedDevice()
+    gpu.register(dev)
+    yield dev, gpu.EmulatedArray
+    gpu.unregister(dev)
+
+
+def test_device_buffers_stay_device_arrays(emulated):
+    from pyhccl import ops
+    dev, Dev = emulated
+    x = Dev(np.arange(12, dtype=np.float32).reshape(3, 4), device_id=1)
+    b = as_array([x, (4, 2), MPI.INT])
+    assert b.device is dev and type(b.array) is Dev and b.array.dtype == np.int32 and b.array.size == 4
+    assert np.shares_memory(b.array.a, x.a)                      # a view of the user's memory, no copy
+    e = env(2)
+    job = allreduce(e, x, Dev(np.zeros(12, np.float32), 1), MPI.MAX)
+    assert job.device is dev and type(job.inp) is Dev and type(job.out) is Dev and job.ufunc is np.maximum
+    blocks = Dev(np.arange(8, dtype=np.float32), 1)
+    for job in (ops.alltoall(e, MPI.IN_PLACE, blocks), ops.reduce_scatter(e, MPI.IN_PLACE, blocks, [1, 3]),
+                ops.allgatherv(e, MPI.IN_PLACE, [blocks, [4, 4]]), ops.reduce(env(2, 1), blocks, None),
+                ops.scatter(e, blocks, MPI.IN_PLACE), ops.bcast(e, blocks), ops.gather(env(2, 1), blocks, None)):
+        assert job.device is dev and type(job.inp) is Dev and type(job.out) is Dev, job.call
+    staged = ops.alltoall(e, MPI.IN_PLACE, blocks).inp            # in place: a copy on the same device
+    assert staged.device_id == 1 and np.array_equal(staged.a, blocks.a) and not np.shares_memory(staged.a, blocks.a)
+
+
+def test_device_buffer_errors(emulated):
+    from pyhccl import ops
+    _, Dev = emulated
+    x = Dev(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="expecting sendbuf and recvbuf in the same memory, got sendbuf on the "
+                                         "host and recvbuf on emulated device 0; copy one"):
+        allreduce(env(1), np.zeros(4, np.float32), x)
+    with pytest.raises(ValueError, match="got sendbuf on emulated device 1 and recvbuf on emulated device 0"):
+        ops.alltoall(env(1), Dev(np.zeros(4, np.float32), 1), x)
+    with pytest.raises(ValueError, match="sendbuf and recvbuf overlap"):
+        allreduce(env(1), x, x)
+    strided = Dev(np.zeros(8, np.float32)[::2])
+    assert as_array(strided) is None
+    assert allreduce(env(1), strided, x) == "sendbuf has device memory that is not contiguous, which pyhccl does not run"
+
+
+def test_gpu_memory_without_cupy_falls_back(monkeypatch):
+    from pyhccl import gpu
+
+    class Foreign:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 3}
+
+    monkeypatch.setattr(gpu, "_cupy_backend", lambda: None)
+    assert as_array(Foreign()) is None
+    assert allreduce(env(1), Foreign(), np.zeros(4)).startswith("sendbuf has a Foreign, not a buffer")

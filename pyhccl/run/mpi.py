@@ -8,6 +8,9 @@ Every transfer is cut into messages of at most the UB transfer size; strided reg
 packed into (and unpacked from) staging space after the plan's scratch. Cutting is done on
 the transfer's element stream, so sender and receiver agree on the messages whatever the
 shape of their regions.
+
+Device arrays run the same messages with ``CompiledPlan.run_device`` (see :mod:`pyhccl.gpu`):
+device memory straight to a CUDA-aware MPI, else one pinned host piece per message.
 """
 
 from __future__ import annotations
@@ -184,6 +187,7 @@ class CompiledPlan:
             self.steps.append((msgs, packs, unpacks, local))
             self.origins.append(origin)
         self.scratch_count = stage_need
+        self._staged_nbytes: int | None = None      # pinned bytes of the largest step (device runs only)
 
     def run(self, comm: MPI.Intracomm, bufs: tuple[np.ndarray, np.ndarray, np.ndarray], ufunc: Callable,
             timeout: float | None = None) -> None:
@@ -219,6 +223,63 @@ class CompiledPlan:
                 else:
                     np.copyto(d, v)
         return None
+
+    def run_device(self, comm: MPI.Intracomm, bufs: tuple[Any, Any, Any], dev: Any, ufunc: Callable | None,
+                   timeout: float | None = None) -> None:
+        """``run`` for device arrays: ``bufs`` on one device, ``dev`` their :class:`pyhccl.gpu.DeviceBackend`.
+
+        Local reduces and copies run on the device (``ufunc`` is the device's). With a CUDA-aware
+        MPI (``dev.direct()``) each message is device memory; otherwise each message (at most the
+        UB transfer size) is one piece of pinned host memory: device -> pinned before the step's
+        sends, pinned -> device after its wait. Returns once the result is on the device.
+
+        Raises:
+            CollectiveTimeoutError: with ``timeout`` (seconds), a step that did not complete in time.
+        """
+        raw = [dev.bytes(b) for b in bufs]
+        scratch = bufs[2]
+        direct = dev.direct()
+        if not direct:
+            if self._staged_nbytes is None:
+                self._staged_nbytes = max((sum(hi - lo for *_, lo, hi in s[0]) for s in self.steps), default=0)
+            pinned = dev.pinned(self._staged_nbytes)
+        for i, (msgs, packs, unpacks, local) in enumerate(self.steps):
+            if msgs:
+                for r, at in packs:
+                    dev.copyto(scratch[at:at + r.size].reshape(r.repeat, r.count), _view_on(dev, bufs, r))
+                if direct:
+                    mem = [dev.mpi_buffer(raw[b][lo:hi]) for _, _, b, lo, hi in msgs]
+                else:
+                    mem, at = [], 0
+                    for send, _, b, lo, hi in msgs:
+                        mem.append(pinned[at:at + hi - lo])
+                        at += hi - lo
+                        if send:
+                            dev.to_host(mem[-1], raw[b][lo:hi])
+                    dev.staged_pieces += len(msgs)
+                dev.synchronize()               # the data to send is complete; earlier copies out of pinned too
+                reqs = [comm.Isend(m, peer, _TAG) if send else comm.Irecv(m, peer, _TAG)
+                        for (send, peer, *_), m in zip(msgs, mem)]
+                if timeout is None:
+                    MPI.Request.Waitall(reqs)
+                elif pending := wait_pending(reqs, timeout):
+                    raise self._stalled(comm, i, reqs, pending, timeout)
+                if not direct:
+                    for (send, _, b, lo, hi), m in zip(msgs, mem):
+                        if not send:
+                            dev.from_host(raw[b][lo:hi], m)
+                for r, at in unpacks:
+                    dev.copyto(_view_on(dev, bufs, r), scratch[at:at + r.size].reshape(r.repeat, r.count))
+            for is_reduce, dst, src in local:
+                d = bufs[dst[0]][dst[1]:dst[2]] if type(dst) is tuple else _view_on(dev, bufs, dst)
+                v = bufs[src[0]][src[1]:src[2]] if type(src) is tuple else _view_on(dev, bufs, src)
+                if d.shape != v.shape:
+                    d, v = (d.reshape(v.shape), v) if d.ndim == 1 else (d, v.reshape(d.shape))
+                if is_reduce:
+                    ufunc(d, v, out=d)
+                else:
+                    dev.copyto(d, v)
+        dev.synchronize()
 
     def _run_timed(self, comm: MPI.Intracomm, bufs: tuple[np.ndarray, np.ndarray, np.ndarray], ufunc: Callable,
                    timeout: float) -> None:
@@ -276,6 +337,14 @@ def _local_ref(r: Region) -> tuple[int, int, int] | Region:
 def compile_plan(plan: Plan, itemsize: int, ub_bytes: int | None = None) -> CompiledPlan:
     """Prepare ``plan`` for elements of ``itemsize`` bytes and messages of ``ub_bytes``."""
     return CompiledPlan(plan, itemsize, ub_transfer_bytes(ub_bytes))
+
+
+def _view_on(dev: Any, bufs: tuple, r: Region) -> Any:
+    """:func:`_view` of device arrays."""
+    arr = bufs[_BUF_INDEX[r.buf]]
+    if r.repeat == 1:
+        return arr[r.offset:r.offset + r.count]
+    return dev.as_strided(arr[r.offset:], (r.repeat, r.count), (r.stride * arr.itemsize, arr.itemsize))
 
 
 def _view(bufs: tuple[np.ndarray, ...], r: Region) -> np.ndarray:
