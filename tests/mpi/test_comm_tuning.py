@@ -8,6 +8,7 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl.tune import NATIVE, Point, Tuning, TuningError
+from pyhccl.tune.features import signature
 
 pytestmark = pytest.mark.mpi
 
@@ -35,6 +36,10 @@ def tmp():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def same_plans(a, b, n, nbytes):
+    return a == b or signature("AllReduce", a, f"1x1x{n}", nbytes, 4) == signature("AllReduce", b, f"1x1x{n}", nbytes, 4)
+
+
 def run(comm, count):
     a = np.arange(count, dtype=np.float32) + comm.Get_rank()
     b = np.empty_like(a)
@@ -51,7 +56,10 @@ def test_measured_choice_runs_and_is_right(tmp, fastest):
     c = pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning=made(tmp, n, times))
     for count in (2, 100, 1024):
         run(c, count)
-        assert c.last_selection.source == "measured" and c.last_selection.algorithm == fastest
+        chosen = c.last_selection.algorithm
+        assert c.last_selection.source == "measured"
+        # Names that run the very same plans (Ring and NHR on 1 or 2 ranks) share one price: any of them is right.
+        assert same_plans(chosen, fastest, n, count * 4), (chosen, fastest)
     assert c.fallbacks == 0
     assert "tuning file" in str(c.last_selection)
     run(c.Dup(), 7)
