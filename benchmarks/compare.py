@@ -125,6 +125,20 @@ def summarize(op: str, n: int, topo: str, data: dict) -> tuple[list[str], dict]:
     return lines, summary
 
 
+def targets(summaries: list[dict]) -> list[str]:
+    """The performance targets' view: the tuned default's ratio to native (native time / pyhccl time) by size band."""
+    def band(s: dict, lo: int, hi: int) -> float | None:
+        xs = [x["tuned_ratio"] for x in s["sizes"] if lo <= x["size"] <= hi and x["tuned_ratio"]]
+        return min(xs) if xs else None
+    f = (lambda v: "   -" if v is None else f"{v:4.2f}")
+    lines = ["# tuned default vs native, worst ratio per size band (>1: faster than native; latency ratio = 1/ratio)",
+             "#  N topo      8 B-4 KiB  >=1 MiB  4-64 MiB"]
+    for s in summaries:
+        lines.append(f"#  {s['n']:>2} {s['topo']:<8}  {f(band(s, 0, 4096)):>9}  {f(band(s, 1 << 20, 1 << 62)):>7}"
+                     f"  {f(band(s, 4 << 20, 64 << 20)):>8}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     res = a.results_dir
@@ -157,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     for s in summaries:
         table.append(f"#  {s['n']:>2} {s['topo']:<8} HCCL profile: regret {f(s['hccl_regret'])}, ratio {f(s['hccl_ratio'])}"
                      f" | tuned: regret {f(s['tuned_regret'])}, ratio {f(s['tuned_ratio'])} | #wrong {s['wrong']}")
+    table += targets(summaries)
     wrong = sum(s["wrong"] for s in summaries)
     table.append(f"# #wrong {wrong}, failed jobs {failed}, {time.time() - t0:.0f} s; sizes {a.sizes}, budget "
                  f"{a.budget} s, iters <= {a.iters}")
