@@ -61,6 +61,16 @@ def test_not_eligible_is_not_a_failure():
     assert res.status == "not-eligible" and "HCCL has no Gather algorithms to select" in res.error
 
 
+def test_broadcast_and_reduce_scatter_v_are_checked_as_the_communicator_selects_them():
+    # pyhccl's Call marks Broadcast in place (one buffer), but HCCL's in-place flag does not apply to it:
+    # the CCU names (no in-place support) were all "not-eligible" here while the Communicator ran them
+    res = verify("Broadcast", "1x1x4", algo="CcuSchedBroadcastSoleMesh", count=9, root=2)
+    assert res.ok, res.error
+    # ReduceScatterV's data size is the total (12 + 12 + 12 + 4 MiB >= 32 MiB), not the largest count
+    res = verify("ReduceScatterV", "1x1x4", counts=[3 << 20] * 3 + [1 << 20])
+    assert res.ok and res.algorithm == "AicpuReduceScatterVSoleMesh", (res.algorithm, res.error)
+
+
 def test_not_runnable_and_failed(monkeypatch):
     real = api.build_plan
 

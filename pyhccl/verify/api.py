@@ -244,7 +244,9 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
     dt = parse_dtype(dtype)
     itemsize = DATATYPE_SIZE[dt]
     rop = parse_reduce_op(reduce_op)
-    nbytes = (call.data_count if call.op != "barrier" else 0) * itemsize
+    nbytes = call.hccl_nbytes(itemsize)     # ReduceScatterV: the total, as the Communicator selects it
+    # pyhccl's Call marks Broadcast in place (its one buffer); HCCL's in-place flag does not apply to it
+    inplace = call.in_place and call.op != "broadcast"
     base = dict(op=call.op, topo=m.text, nranks=m.nranks, call=call)
     notes: list[str] = []
 
@@ -260,7 +262,7 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
         for info in m.infos:
             try:
                 sel = select_for(hccl_op, info, nbytes, dt, rop, root=call.root, expansion_mode=expansion_mode,
-                                 inplace=call.in_place, algo="", device=device)
+                                 inplace=inplace, algo="", device=device)
             except SelectionError as e:
                 return done("not-eligible", None, str(e).splitlines()[0])
             picks.setdefault(sel.algorithm, info.user_rank)
@@ -275,7 +277,7 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
         name = algo
         if name not in flat_names(call.op):
             reg = registry.get(name)
-            opcall = OpCall(reg.op, nbytes, dt, rop, call.in_place, root=call.root)
+            opcall = OpCall(reg.op, nbytes, dt, rop, inplace, root=call.root)
             for info in m.infos:
                 hard = (check_topo(reg.op, reg.engine, reg.topo, info, soft=False)
                         or check_op(reg.opattrs, opcall, info, soft=False))
