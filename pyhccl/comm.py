@@ -32,7 +32,7 @@ from .select import Selection, SelectionError, normalize_op, parse_override, sel
 from .topo import comm_topology
 from .run.shm import SUFFIX as SHM
 from .run.shm import OPS as SHM_OPS
-from .run.shm import ShmRunner, compile_shm, shm_engine, split_engine
+from .run.shm import ShmRunner, compile_shm, release_engine, shm_engine, split_engine
 from .tune.file import NATIVE, Tuning, TuningError, load_tuning_cached
 
 __all__ = ["Communicator", "CheckError"]
@@ -148,8 +148,9 @@ class Communicator:
                             abort_on_timeout=self._abort)
 
     def Free(self) -> None:
-        """Free the private duplicate, then the wrapped communicator."""
+        """Free the private duplicate (and its shared window, if any), then the wrapped communicator."""
         if self._pcomm != MPI.COMM_NULL:
+            release_engine(self._pcomm)
             self._pcomm.Free()
         self._comm.Free()
 

@@ -41,6 +41,7 @@ cached, so the run loop is one call per contiguous piece.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import OrderedDict, defaultdict
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -53,7 +54,7 @@ from ..plan.api import build_plan
 from ..plan.ir import Buf, Kind, Plan, Region
 
 __all__ = ["ShmEngine", "ShmPlan", "ShmRunner", "compile_shm", "shm_engine", "run_shm", "split_engine", "SUFFIX", "OPS",
-           "adopt_engine"]
+           "adopt_engine", "release_engine"]
 
 _ALIGN = 64                         # bytes: every window area starts on a cache line
 _COPY, _UFUNC, _SYNC, _BLOCK = 0, 1, 2, 3
@@ -62,6 +63,8 @@ CHUNK_BYTES = 256 * 1024
 _USER, _WIN = "u", "w"
 _KEYVAL = MPI.Comm.Create_keyval()
 _VIEW_CACHE = 4                     # buffer-address keys kept per plan
+#: Window generations, unique over all engines: views a plan bound to a freed window never match a new one.
+_GENERATIONS = itertools.count(1)
 
 
 class ShmEngine:
@@ -84,6 +87,7 @@ class ShmEngine:
         self.win: MPI.Win | None = None
         self.nbytes = 0
         self.generation = 0
+        self.users = 1                    # communicators holding it (adopt_engine adds, release_engine drops)
         self.segments: list[np.ndarray] = []
         self._old: list[MPI.Win] = []     # grown-out windows whose buffers were handed out
         self.handed = False               # buffers() gave out arrays in the window: keep old windows
@@ -106,7 +110,7 @@ class ShmEngine:
             buf, _ = self.win.Shared_query(p)
             self.segments.append(np.frombuffer(buf, np.uint8, nbytes))
         self.nbytes = nbytes
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
 
     def sync(self) -> None:
         """Make every rank's stores to the window visible to all: Win.Sync, node barrier, Win.Sync."""
@@ -156,7 +160,23 @@ class ShmRunner:
 def adopt_engine(comm: MPI.Intracomm, engine: ShmEngine) -> None:
     """Let ``comm`` use ``engine`` (made on another communicator of the same ranks): one window for many
     communicators that never run at the same time (the benchmark's, one per algorithm)."""
+    if comm.Get_attr(_KEYVAL) is engine:
+        return
+    release_engine(comm)
+    engine.users += 1
     comm.Set_attr(_KEYVAL, engine)
+
+
+def release_engine(comm: MPI.Intracomm) -> None:
+    """Drop ``comm``'s engine, if any; the last communicator using it frees its windows and node communicator
+    (collective: before ``comm.Free()``, which frees nothing of the engine)."""
+    eng = comm.Get_attr(_KEYVAL)
+    if eng is None:
+        return
+    comm.Delete_attr(_KEYVAL)
+    eng.users -= 1
+    if eng.users == 0:
+        eng.free()
 
 
 def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
