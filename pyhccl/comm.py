@@ -299,6 +299,7 @@ def _warm(c: Communicator, method: str, args: tuple) -> tuple | None:
     for a, b, shape in zip(args, objs, shapes):
         if a is not b or (shape is not None and (a.shape, a.dtype) != shape):
             return None
+    c._recent.move_to_end(key)          # least recently used goes first: fresh-array calls do not evict a loop's arrays
     c.last_selection = sel
     return job, plan
 

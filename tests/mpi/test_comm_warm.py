@@ -55,3 +55,15 @@ def test_repeated_reduce_and_bcast(comm):
         x[...] = step if r == root else -1
         comm.Bcast(x, root=root)
         assert (x == step).all()
+
+
+def test_fresh_array_calls_do_not_evict_a_loops_arrays(comm):
+    n = comm.Get_size()
+    grad, out = np.ones(16, np.float32), np.empty(16, np.float32)
+    for step in range(3):
+        comm.Allreduce(grad, out)                        # the training loop's arrays, used again and again
+        assert (out == n).all()
+        for _ in range(12):                              # more fresh calls than the warm cache holds
+            comm.Allreduce(np.ones(3, np.float32), np.empty(3, np.float32))
+            comm.Allreduce(grad, out)
+        assert any(k[1:3] == (id(grad), id(out)) for k in comm._recent)
