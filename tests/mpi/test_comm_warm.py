@@ -65,5 +65,5 @@ def test_fresh_array_calls_do_not_evict_a_loops_arrays(comm):
         assert (out == n).all()
         for _ in range(12):                              # more fresh calls than the warm cache holds
             comm.Allreduce(np.ones(3, np.float32), np.empty(3, np.float32))
+            assert any(k[1:3] == (id(grad), id(out)) for k in comm._recent)
             comm.Allreduce(grad, out)
-        assert any(k[1:3] == (id(grad), id(out)) for k in comm._recent)
