@@ -45,6 +45,8 @@ from pyhccl.plan.api import flat_names, hccl_names
 from pyhccl.verify import check as sim_check
 from pyhccl.verify import machine
 
+from fuzz_layouts import draw_layout  # tests/fuzz_layouts.py
+
 pytestmark = pytest.mark.mpi
 
 WORLD = MPI.COMM_WORLD
@@ -99,28 +101,8 @@ class Case:
 
 # -- drawing --------------------------------------------------------------------------------------------
 
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def draw_topo(draw, n: int) -> str:
-    kind = draw(st.sampled_from(["flat", "servers", "pods", "meta"]))
-    if kind == "flat":
-        text = f"1x1x{n}"
-    elif kind == "servers":
-        a = draw(st.sampled_from(divisors(n)))
-        text = f"1x{a}x{n // a}"
-    elif kind == "pods":
-        p = draw(st.sampled_from(divisors(n)))
-        s = draw(st.sampled_from(divisors(n // p)))
-        text = f"{p}x{s}x{n // p // s}"
-    else:                                   # uneven servers, grouped into super pods
-        cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=3))) if n > 1 else []
-        sizes = [b - a for a, b in zip([0] + cuts, cuts + [n])]
-        pcuts = sorted(draw(st.sets(st.integers(1, len(sizes) - 1), max_size=2))) if len(sizes) > 1 else []
-        pods = [sizes[a:b] for a, b in zip([0] + pcuts, pcuts + [len(sizes)])]
-        text = json.dumps([[list(range(s)) for s in pod] for pod in pods]).replace(" ", "")
-    return text + draw(st.sampled_from(OPTIONS))
+    return draw_layout(draw, n, max_cuts=3) + draw(st.sampled_from(OPTIONS))
 
 
 def placed(draw, counts: list[int]) -> tuple[int, ...]:
@@ -554,7 +536,7 @@ def test_fuzz_collective(method):
     try:
         fuzz()
     except BaseException as e:
-        failure = f"{type(e).__name__}: {str(e)[:2000]}"
+        failure = "\n".join([f"{type(e).__name__}: {str(e)[:2000]}", *getattr(e, "__notes__", [])])
         raise
     finally:
         report(method, stats, failure)
