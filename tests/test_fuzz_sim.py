@@ -37,7 +37,7 @@ from pyhccl.verify import check, machine
 from pyhccl.verify.api import hccl_op_name
 from pyhccl.verify.cases import LARGE_COUNT
 
-from fuzz_layouts import draw_layout  # tests/fuzz_layouts.py
+from fuzz_common import draw_layout, run_reported  # tests/fuzz_common.py
 
 EXAMPLES = int(os.environ.get("PYHCCL_FUZZ_EXAMPLES") or 100)
 REPORT = os.environ.get("PYHCCL_FUZZ_REPORT")
@@ -177,14 +177,7 @@ def fuzz(test: str, lo: int, hi: int, examples: int) -> None:
     def run(case):
         one_example(*case, stats)
 
-    failure = None
-    try:
-        run()
-    except BaseException as e:
-        failure = "\n".join([f"{type(e).__name__}: {str(e)[:2000]}", *getattr(e, "__notes__", [])])
-        raise
-    finally:
-        report(test, stats, failure)
+    run_reported(run, lambda failure: report(test, stats, failure))
 
 
 def test_fuzz_simulator():

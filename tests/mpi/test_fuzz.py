@@ -45,7 +45,7 @@ from pyhccl.plan.api import flat_names, hccl_names
 from pyhccl.verify import check as sim_check
 from pyhccl.verify import machine
 
-from fuzz_layouts import draw_layout  # tests/fuzz_layouts.py
+from fuzz_common import draw_layout, run_reported  # tests/fuzz_common.py
 
 pytestmark = pytest.mark.mpi
 
@@ -532,11 +532,4 @@ def test_fuzz_collective(method):
     def fuzz(case):
         one_example(case, stats)
 
-    failure = None
-    try:
-        fuzz()
-    except BaseException as e:
-        failure = "\n".join([f"{type(e).__name__}: {str(e)[:2000]}", *getattr(e, "__notes__", [])])
-        raise
-    finally:
-        report(method, stats, failure)
+    run_reported(fuzz, lambda failure: report(method, stats, failure))

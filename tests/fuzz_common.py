@@ -1,8 +1,9 @@
-"""The emulated layouts both fuzzers draw (tests/mpi/test_fuzz.py, tests/test_fuzz_sim.py)."""
+"""What both fuzzers share (tests/mpi/test_fuzz.py, tests/test_fuzz_sim.py): the emulated layouts, the report."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from hypothesis import strategies as st
 
@@ -29,3 +30,16 @@ def draw_layout(draw, n: int, max_cuts: int) -> str:
     pcuts = sorted(draw(st.sets(st.integers(1, len(sizes) - 1), max_size=2))) if len(sizes) > 1 else []
     pods = [sizes[a:b] for a, b in zip([0] + pcuts, pcuts + [len(sizes)])]
     return json.dumps([[list(range(s)) for s in pod] for pod in pods]).replace(" ", "")
+
+
+def run_reported(run: Callable[[], None], report: Callable[[str | None], None]) -> None:
+    """``run()``, then ``report(failure)`` with the failure's text (hypothesis's falsifying example
+    included) or None; the failure is raised again."""
+    failure = None
+    try:
+        run()
+    except BaseException as e:
+        failure = "\n".join([f"{type(e).__name__}: {str(e)[:2000]}", *getattr(e, "__notes__", [])])
+        raise
+    finally:
+        report(failure)
