@@ -69,7 +69,8 @@ class Communicator:
             ``MeshOneShot``, ...; used by the ops that have it), an HCCL name (used by its op),
             or HCCL_ALGO's grammars. Ops the name does not belong to use HCCL's selection.
             Default ``PYHCCL_ALGO``, else HCCL's selection.
-        ub_transfer_bytes: largest message; default ``PYHCCL_UB_TRANSFER_BYTES``, else 512 KiB.
+        ub_transfer_bytes: largest message; default ``PYHCCL_UB_TRANSFER_BYTES``, else the size the
+            tuning file was measured with, else 512 KiB.
         topo: the machine to emulate (a spec such as ``"1x2x4"``, see :mod:`pyhccl.topo`);
             default ``PYHCCL_TOPO``, else ``PYHCCL_RANK_TABLE``, else detected from MPI.
         tuning: a tuning file (path or :class:`pyhccl.tune.Tuning`) measured on this machine:
@@ -113,6 +114,8 @@ class Communicator:
         self._topo = topo
         self.topology = comm_topology(self._pcomm, topo)
         self._tuning = _load_tuning(self._pcomm, tuning, self.topology)
+        if ub_transfer_bytes is None and not os.environ.get("PYHCCL_UB_TRANSFER_BYTES") and self._tuning:
+            self._ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._agreed: OrderedDict[tuple, tuple[str, Selection | None]] = OrderedDict()
         self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
         self._recent: OrderedDict[tuple, tuple] = OrderedDict()     # the warm path: see _warm
@@ -133,6 +136,11 @@ class Communicator:
     def algo(self) -> str | None:
         """The forced algorithm (a pyhccl template or PYHCCL_ALGO text), or None for HCCL's selection."""
         return self._algo or self._override
+
+    @property
+    def ub_transfer_bytes(self) -> int:
+        """The largest message a step is sliced into (the argument, PYHCCL_UB_TRANSFER_BYTES, the tuning file's, 512 KiB)."""
+        return self._ub
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._comm, name)

@@ -13,13 +13,13 @@ from pyhccl.tune.features import signature
 pytestmark = pytest.mark.mpi
 
 
-def made(tmp, n, times, nranks=None, name="t.json"):
+def made(tmp, n, times, nranks=None, name="t.json", ub=512 * 1024):
     """Rank 0 writes a tuning file for 1x1xn with ``times`` {algorithm: us at 8 B and 4 KiB}; every rank gets the path."""
     comm = MPI.COMM_WORLD
     path = comm.bcast(str(tmp / name) if comm.Get_rank() == 0 else None)
     if comm.Get_rank() == 0:
         pts = [Point("AllReduce", a, nb, t * (1 + nb / 4096)) for a, t in times.items() for nb in (8, 4096)]
-        Tuning(f"1x1x{n}", nranks or n, 512 * 1024, tuple(pts)).save(path)
+        Tuning(f"1x1x{n}", nranks or n, ub, tuple(pts)).save(path)
     comm.Barrier()
     return path
 
@@ -76,3 +76,20 @@ def test_missing_file_raises_on_every_rank(tmp):
     n = MPI.COMM_WORLD.Get_size()
     with pytest.raises(TuningError, match="cannot read"):
         pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning=str(tmp / "none.json"))
+
+
+def test_file_sets_the_ub_size_unless_told(tmp, monkeypatch):
+    n = MPI.COMM_WORLD.Get_size()
+    path = made(tmp, n, {"Ring": 10.0, NATIVE: 20.0}, ub=64 * 1024)
+    monkeypatch.delenv("PYHCCL_UB_TRANSFER_BYTES", raising=False)
+    c = pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning=path)
+    assert c.ub_transfer_bytes == 64 * 1024            # the prices were measured with it
+    run(c, 100_000)
+    assert c.Dup().ub_transfer_bytes == 64 * 1024
+    assert pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning=path,
+                               ub_transfer_bytes=4096).ub_transfer_bytes == 4096
+    monkeypatch.setenv("PYHCCL_UB_TRANSFER_BYTES", "8192")
+    assert pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning=path).ub_transfer_bytes == 8192
+    assert pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning="").ub_transfer_bytes == 8192
+    monkeypatch.delenv("PYHCCL_UB_TRANSFER_BYTES")
+    assert pyhccl.Communicator(MPI.COMM_WORLD, topo=f"1x1x{n}", tuning="").ub_transfer_bytes == 512 * 1024
