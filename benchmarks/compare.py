@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -44,8 +45,13 @@ CONFIGS = "2:1x1x2,2:1x2x1,4:1x1x4,4:1x2x2,8:1x2x4,8:1x1x8"
 QUICK_CONFIGS = "2:1x2x1,4:1x2x2"
 SIZES = "8,64,512,4K,32K,256K,2M,16M,64M"
 QUICK_SIZES = "8,512,32K,256K"
-#: MPICH busy-polls; with more ranks than cores every wait costs a time slice. Heavy yield sleeps instead.
-YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+
+
+def yield_env(n: int) -> dict[str, str]:
+    """MPICH busy-polls; with more ranks than cores every wait costs a time slice, so heavy yield
+    (sleep in the wait) there. With a core per rank it would only slow every wait down (a sliced
+    16 MiB exchange takes 10x longer at 2 ranks), so it is off."""
+    return {"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1" if n > (os.cpu_count() or 1) else "0"}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -79,9 +85,10 @@ def bench(a: argparse.Namespace, n: int, topo: str, extra: list[str], log: Path)
     cmd = [*mpiexec_command(), "-n", str(n), sys.executable, "-m", "pyhccl.bench", a.op, "--topo", topo,
            "--algo", "all", "--sizes", a.sizes, "--no-inplace", "-n", str(a.iters), "-w", str(a.warmup),
            "--budget", str(a.budget), "--blocks", str(a.blocks), *extra]
-    print("+", " ".join(cmd), flush=True)
+    env = yield_env(n)
+    print("+", *(f"{k}={v}" for k, v in env.items()), " ".join(cmd), flush=True)
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=launch_env(YIELD), cwd=REPO)
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=launch_env(env), cwd=REPO)
     except subprocess.TimeoutExpired:
         return 124, f"timed out after {a.timeout} s"
     log.write_text(out.stdout + out.stderr)

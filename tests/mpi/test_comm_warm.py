@@ -67,3 +67,31 @@ def test_fresh_array_calls_do_not_evict_a_loops_arrays(comm):
             comm.Allreduce(np.ones(3, np.float32), np.empty(3, np.float32))
             assert any(k[1:3] == (id(grad), id(out)) for k in comm._recent)
             comm.Allreduce(grad, out)
+
+
+def test_native_choice_is_warm_and_right(tmp_path_factory):
+    """A tuning file that makes native MPI the cheapest: repeats go straight to it, and stay right."""
+    from pyhccl.tune import NATIVE, Point, Tuning
+    world = MPI.COMM_WORLD
+    n, r = world.Get_size(), world.Get_rank()
+    path = world.bcast(str(tmp_path_factory.mktemp("warm") / "t.json") if r == 0 else None)
+    if r == 0:
+        pts = tuple(Point("AllReduce", a, nb, us) for a, us in ((NATIVE, 1.0), ("Ring", 500.0)) for nb in (8, 4096))
+        Tuning(f"1x1x{n}", n, 512 * 1024, pts).save(path)
+    world.Barrier()
+    c = pyhccl.Communicator(world, topo=f"1x1x{n}", tuning=path)
+    a = np.zeros(7, np.float32)
+    b = np.empty_like(a)
+    for step in range(4):
+        a[...] = r + step
+        c.Allreduce(a, b)
+        assert c.last_selection.algorithm == NATIVE
+        assert (b == sum(range(n)) + n * step).all()
+    key = ("Allreduce", id(a), id(b), id(MPI.SUM))
+    assert key in c._recent and c._recent[key][3] is None          # remembered, with no plan: native MPI
+    a.dtype = np.int32                                              # same objects, other dtype: the full path again
+    b.dtype = np.int32
+    a[...] = 2
+    c.Allreduce(a, b)
+    assert (b == 2 * n).all()
+    assert c._recent[key][1][0][2] == np.int32
