@@ -2,8 +2,11 @@
 
 Run under MPI from the repository root::
 
-    MPIR_CVAR_ENABLE_HEAVY_YIELD=1 .venv/bin/mpiexec -n 4 .venv/bin/python benchmarks/slice_sweep.py
+    .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/slice_sweep.py --topo 1x1x2
+    MPIR_CVAR_ENABLE_HEAVY_YIELD=1 .venv/bin/mpiexec -n 4 .venv/bin/python benchmarks/slice_sweep.py --topo 1x1x4
     ... benchmarks/slice_sweep.py --topo 1x2x2 --sizes 1M,16M --ubs 128K,512K,2M --algos NHR,Ring --json out.json
+
+(heavy yield where there are more ranks than cores, as benchmarks/compare.py does).
 
 HCCL slices every transfer to the UB size; pyhccl's MPI engine does the same with
 ``ub_transfer_bytes`` (default 512 KiB, HCCL's figure). Here a message's cost and the overlap of
