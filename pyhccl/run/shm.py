@@ -368,7 +368,7 @@ class ShmPlan:
             for lane in op.lanes:
                 d = defs[lane[5]]
                 rd = d["readers"]
-                if d["final"] or len(rd) != 1 or rd[0][0].kind == "pull" or rd[0][0].step != op.step \
+                if _kept(d) or len(rd) != 1 or rd[0][0].kind == "pull" or rd[0][0].step != op.step \
                         or rd[0][0].rank != op.rank:
                     keep.append(lane)
                     continue
@@ -391,7 +391,7 @@ class ShmPlan:
             for lane in op.lanes:
                 d = defs[lane[5]]
                 rd = d["readers"]
-                if d["final"] or len(rd) != 1:
+                if _kept(d) or len(rd) != 1:
                     keep.append(lane)
                     continue
                 user, ul = rd[0]
@@ -539,6 +539,12 @@ class ShmPlan:
                 continue
             prog.append((code, dv, av, bv))
         return _blocked(prog, max(1, CHUNK_BYTES // out.dtype.itemsize))
+
+
+def _kept(d: dict) -> bool:
+    """A value the call leaves behind: the last one written to an atom of the output (or input);
+    scratch is the plan's own, so its last values are not."""
+    return d["final"] and d["atom"][1] is not Buf.SCRATCH
 
 
 def _blocked(prog: list[tuple], chunk: int) -> list[tuple]:
