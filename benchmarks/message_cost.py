@@ -10,14 +10,13 @@ Ranks 0 and 1 exchange ``--nbytes`` (default 16 MiB) both ways, posted at once a
 ``Waitall``; rank 0 prints the time, the bandwidth one way and the time per piece. Then the same
 exchange of float32 followed by a reduce, two ways: the reduce after the whole exchange ("after"),
 and each piece reduced as soon as it arrives while the later ones are in flight ("arriving").
-Each figure is the median of ``--rounds`` rounds of ``--iters`` calls. Nothing is asserted.
+Each figure is the median of ``--rounds`` blocks of ``--iters`` calls (the slower rank's mean per block). Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -26,20 +25,8 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pyhccl.bench.driver import time_call  # noqa: E402
 from pyhccl.units import format_size, parse_size  # noqa: E402
-
-
-def timed(comm: MPI.Intracomm, fn, iters: int, rounds: int) -> float:
-    """Seconds per call: the median over rounds of the slower rank's mean."""
-    fn()
-    out = []
-    for _ in range(rounds):
-        comm.Barrier()
-        t0 = MPI.Wtime()
-        for _ in range(iters):
-            fn()
-        out.append(comm.allreduce((MPI.Wtime() - t0) / iters, op=MPI.MAX))
-    return statistics.median(out)
 
 
 def main() -> int:
@@ -66,7 +53,7 @@ def main() -> int:
             reqs = [r for lo in cuts for r in (comm.Irecv(dst[lo:lo + piece], peer, 1),
                                                 comm.Isend(src[lo:lo + piece], peer, 1))]
             MPI.Request.Waitall(reqs)
-        t = timed(comm, exchange, a.iters, a.rounds)
+        t = time_call(comm, exchange, a.iters * a.rounds, 1, blocks=a.rounds)
         say(f"exchange in {format_size(piece):>5} pieces: {t * 1e3:8.2f} ms, {nbytes / t / 1e9:6.2f} GB/s, "
             f"{t / len(cuts) * 1e6:8.1f} us per piece", flush=True)
     x = np.ones(nbytes // 4, np.float32)
@@ -87,7 +74,8 @@ def main() -> int:
                 r.Wait()
                 np.add(z[lo:lo + k], y[lo:lo + k], out=z[lo:lo + k])
             MPI.Request.Waitall(sends)
-        ta, tr = timed(comm, after, a.iters, a.rounds), timed(comm, arriving, a.iters, a.rounds)
+        ta = time_call(comm, after, a.iters * a.rounds, 1, blocks=a.rounds)
+        tr = time_call(comm, arriving, a.iters * a.rounds, 1, blocks=a.rounds)
         say(f"exchange + reduce in {format_size(piece):>5} pieces: after {ta * 1e3:7.2f} ms, "
             f"arriving {tr * 1e3:7.2f} ms ({tr / ta:.2f}x)", flush=True)
     return 0

@@ -66,7 +66,11 @@ def main() -> int:
     scratch = np.empty(max(plan.scratch_count, 1), np.float32)
     pcomm = world.Dup()
     # a communicator whose tuning file makes native MPI the cheapest: its warm call hands straight to native
-    path = world.bcast(tempfile.mkstemp(suffix=".json", prefix="pyhccl-overhead-")[1] if world.Get_rank() == 0 else None)
+    path = None
+    if world.Get_rank() == 0:
+        fd, path = tempfile.mkstemp(suffix=".json", prefix="pyhccl-overhead-")
+        os.close(fd)
+    path = world.bcast(path)
     if world.Get_rank() == 0:
         Tuning(comm.topology.spec.to_text(), world.Get_size(), comm.ub_transfer_bytes,
                tuple(Point("AllReduce", algo, nb, us) for algo, us in ((NATIVE, 1.0), (name, 1000.0))

@@ -41,7 +41,11 @@ def main() -> int:
     want = np.float32(n * (n + 1) // 2)
     if rank == 0:
         print(f"# shm_copies.py: AllReduce float32 sum, {n} ranks; time (ms) and native time / time")
-    for nbytes in (parse_size(s) for s in a.sizes.split(",")):
+    try:
+        sizes = [parse_size(s) for s in a.sizes.split(",")]
+    except ValueError as e:
+        raise SystemExit(f"--sizes: {e}") from None
+    for nbytes in sizes:
         count = nbytes // 4
         x = np.full(count, rank + 1, np.float32)
         y = np.empty_like(x)

@@ -299,9 +299,7 @@ def _warm(c: Communicator, method: str, args: tuple) -> tuple | None:
     skips parsing and every lookup. Anything else (new objects, a changed shape, the check on,
     device buffers) takes the full path.
     """
-    # the common arities spelled out: this is the whole cost of a warm call to native MPI
-    key = (method, id(args[0]), id(args[1]), id(args[2])) if len(args) == 3 else \
-        (method, id(args[0]), id(args[1])) if len(args) == 2 else (method, *map(id, args))
+    key = (method, *map(id, args))
     hit = c._recent.get(key)
     if hit is None:
         return None
