@@ -11,7 +11,8 @@ For one warm call shape it times, interleaved in rounds so that drift hits all t
 - ``plan``: the same compiled plan run directly (``CompiledPlan.run``) on the same buffers;
 - ``native``: the wrapped communicator's ``Allreduce``;
 - ``tuned``: a communicator whose tuning file makes native MPI the cheapest (a throwaway file):
-  what a warm call adds when the measured profile hands the call to the wrapped MPI.
+  what a warm call adds when the measured profile hands the call to the wrapped MPI;
+- ``checked``: ``comm`` with ``check=True`` (``PYHCCL_CHECK``): what the consistency check costs.
 
 overhead = comm - plan: what the Python layer adds per call once selection and plan are cached.
 The median over rounds of the slowest rank's mean is printed. Nothing here asserts timings.
@@ -78,11 +79,14 @@ def main() -> int:
     world.Barrier()
     tuned = pyhccl.Communicator(world, algo="", tuning=path)
     tuned.Allreduce(x, y)
+    checked = pyhccl.Communicator(world, algo=a.algo, check=True)       # PYHCCL_CHECK: one small allreduce per call
+    checked.Allreduce(x, y)
     assert tuned.last_selection.algorithm == NATIVE, tuned.last_selection
     forms = {"comm": lambda: comm.Allreduce(x, y),
              "plan": lambda: plan.run(pcomm, (x, y, scratch), np.add),
              "native": lambda: world.Allreduce(x, y),
-             "tuned": lambda: tuned.Allreduce(x, y)}
+             "tuned": lambda: tuned.Allreduce(x, y),
+             "checked": lambda: checked.Allreduce(x, y)}
     res: dict[str, list[float]] = {k: [] for k in forms}
     for _ in range(a.rounds):
         for k, fn in forms.items():
@@ -97,6 +101,7 @@ def main() -> int:
               f"{med['comm'] / med['native']:.2f}x")
         print(f"native chosen by a tuning file (tuned - native): {med['tuned'] - med['native']:.2f} us per call; "
               f"tuned / native: {med['tuned'] / med['native']:.2f}x")
+        print(f"the consistency check (checked - comm): {med['checked'] - med['comm']:.2f} us per call")
         os.unlink(path)
     return 0
 
