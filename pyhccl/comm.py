@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import sys
+import time
 import traceback
 from collections import OrderedDict
 from typing import Any, Sequence
@@ -373,10 +374,12 @@ def _collective(c: Communicator, method: str, *args: Any) -> None:
 def _abort(c: Communicator, e: CollectiveTimeoutError) -> None:
     """Print the timeout error and abort the wrapped communicator's job (MPI_Abort: mpiexec ends every rank)."""
     where = traceback.format_stack(sys._getframe(2))          # the user's call, above the method
-    sys.stderr.write("Traceback (most recent call last):\n" + "".join(where + traceback.format_exception(e)[1:]))
-    sys.stderr.write(f"pyhccl: rank {c._env.rank} aborts the job after a timeout (PYHCCL_TIMEOUT); "
+    # one write, then a moment for the launcher to forward it: mpiexec stops forwarding once it sees the abort
+    sys.stderr.write("Traceback (most recent call last):\n" + "".join(where + traceback.format_exception(e)[1:])
+                     + f"pyhccl: rank {c._env.rank} aborts the job after a timeout (PYHCCL_TIMEOUT); "
                      "set PYHCCL_TIMEOUT_ABORT=0 or abort_on_timeout=False to raise instead\n")
     sys.stderr.flush()
+    time.sleep(_ABORT_GRACE)
     c._comm.Abort(_ABORT_CODE)
 
 
@@ -384,6 +387,8 @@ def _abort(c: Communicator, e: CollectiveTimeoutError) -> None:
 
 #: Exit code of a job aborted after a timeout.
 _ABORT_CODE = 14
+#: Seconds between printing the timeout error and aborting.
+_ABORT_GRACE = 0.2
 _METHOD_ID = {m: i for i, m in enumerate(PARSERS)}
 _DTYPE_ID = {d: i for i, d in enumerate(SUPPORTED_DTYPES.values())}
 _REDUCE_ID = {name.lower(): i for i, name in enumerate(SUPPORTED_OPS)}
