@@ -4,7 +4,7 @@ Run as ``mpiexec -n N python benchmarks/shm_bench.py [--sizes 1M,4M,16M,64M] [--
 Per op, size and template it prints busbw (GB/s, nccl-tests' definition: algbw times the op's
 busbw factor) of ``comm.Allreduce`` / ``Allgather`` / ``Reduce_scatter_block``, of
 ``compile_plan(plan).run`` (MPI Isend/Irecv), of the shm runtime on ordinary numpy buffers
-(``shm``) and on the window's own areas (``shm-win``, nothing copied in or out), with the ratio
+(``shm``) and on arrays in shared memory from ``ShmEngine.alloc`` (``shm-win``, nothing copied in or out), with the ratio
 of each to native. Float32, sum; each timing is the slowest rank's mean over a loop, and the variants are timed
 in interleaved rounds (``--rounds``), keeping each one's best round, so that load from other
 processes on a small machine hits them alike. Every result is checked once against native MPI's
@@ -84,7 +84,7 @@ def main() -> None:
                 scratch = np.empty(cp.scratch_count, np.float32)
                 sp = compile_shm(call, algo, 4, rank)
                 y = np.empty(nout, np.float32)
-                wi, wo = sp.buffers(eng, np.float32)
+                wi, wo = eng.alloc(nin * 4).view(np.float32), eng.alloc(nout * 4).view(np.float32)
                 wi[:] = x
                 variants = [(lambda: native(x, want), want),
                             (lambda: cp.run(comm, (x, y, scratch), np.add), y),
@@ -100,6 +100,8 @@ def main() -> None:
                 if rank == 0:
                     print(f"  {op:<15}{nbytes >> 20:>4}M  {algo:<12}{bw(best[0]):8.2f}"
                           + "".join(f"{r:>14}" for r in res), flush=True)
+                eng.release(wi)
+                eng.release(wo)
 
 
 if __name__ == "__main__":

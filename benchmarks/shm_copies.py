@@ -7,8 +7,8 @@ Run under MPI from the repository root (heavy yield only with more ranks than co
 The @shm engine (pyhccl/run/shm.py) runs a plan on the caller's numpy arrays: the part of the
 input a peer loads is first copied into this rank's segment of the shared window, and results a
 peer wrote there are copied out. For each size, rank 0 prints native MPI's Allreduce, each
-algorithm on ordinary arrays (what the Communicator runs), and the same plan on arrays that already
-live in the window (``ShmPlan.buffers``: no copy in or out), as time and ratio to native. Every
+algorithm on ordinary arrays, and the same plan on arrays in shared memory (``ShmEngine.alloc``, what
+``Communicator.alloc_shared`` returns: no copy in or out), as time and ratio to native. Every
 result is checked. Nothing is asserted about the times.
 """
 
@@ -52,7 +52,7 @@ def main() -> int:
         res = {"native": time_call(comm, lambda: comm.Allreduce(x, y), a.iters, 2, blocks=3)}
         for algo in a.algos.split(","):
             plan = compile_shm(Call("allreduce", n, count), algo, 4, rank)
-            inp, out = plan.buffers(engine, np.dtype(np.float32))
+            inp, out = (engine.alloc(nbytes).view(np.float32) for _ in range(2))
             inp[...] = rank + 1
             for label, bufs in ((f"{algo}@shm", (x, y, None)), (f"{algo}@shm in window", (inp, out, None))):
                 bufs[1][...] = 0
@@ -60,6 +60,8 @@ def main() -> int:
                 if comm.allreduce(int(not np.all(bufs[1] == want)), op=MPI.MAX):
                     raise SystemExit(f"{label} gave a wrong AllReduce of {nbytes} B")
                 res[label] = time_call(comm, lambda: plan.run(engine, bufs, np.add), a.iters, 2, blocks=3)
+            engine.release(inp)
+            engine.release(out)
         if rank == 0:
             print(f"{format_size(nbytes):>5}  " + "  ".join(f"{k} {t * 1e3:.2f} ({res['native'] / t:.2f}x)"
                                                           for k, t in res.items()), flush=True)

@@ -33,6 +33,7 @@ from .select import Selection, SelectionError, normalize_op, parse_override, sel
 from .topo import comm_topology
 from .run.shm import SUFFIX as SHM
 from .run.shm import OPS as SHM_OPS
+from .run.shm import KEYVAL as _SHM_KEY
 from .run.shm import ShmRunner, compile_shm, release_engine, shm_engine, split_engine
 from .tune.file import NATIVE, Tuning, TuningError, load_tuning_cached
 
@@ -126,6 +127,7 @@ class Communicator:
         gather = self._pcomm.allgather if not (self._check or self._timeout) else self._parser_allgather
         self._env = Env(comm.Get_rank(), comm.Get_size(), self._stage.get, gather)
         self.fallbacks = 0
+        self._off_node = False          # alloc_shared gave ordinary arrays: ranks on several nodes
 
     # -- identity and forwarding ---------------------------------------------------------
     @property
@@ -162,6 +164,39 @@ class Communicator:
             release_engine(self._pcomm)
             self._pcomm.Free()
         self._comm.Free()
+
+    # -- shared memory ---------------------------------------------------------------------
+    def alloc_shared(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
+        """A new array (like ``numpy.empty``) in memory the ``@shm`` engine's peers load from in place.
+
+        Collective: every rank passes the same shape and dtype (ValueError on every rank otherwise).
+        A collective on the ``@shm`` engine whose buffers lie in such arrays copies nothing into or
+        out of the shared window (NCCL's ``ncclMemAlloc``, torch's symmetric memory). Any collective
+        takes these arrays, and ranks may mix them with ordinary arrays. On a communicator over
+        several nodes the result is an ordinary array. The memory lives until :meth:`free_shared`
+        or :meth:`Free`; an array used after that reads freed memory.
+        """
+        dt = np.dtype(dtype)
+        dims = (int(shape),) if np.isscalar(shape) else tuple(int(x) for x in shape)
+        if any(x < 0 for x in dims):
+            raise ValueError(f"shape: expecting sizes >= 0, got {dims}")
+        try:
+            eng = shm_engine(self._pcomm)
+        except ValueError:
+            self._off_node = True
+            return np.empty(dims, dt)
+        mem = eng.alloc(int(np.prod(dims, dtype=np.int64)) * dt.itemsize)
+        return mem.view(dt).reshape(dims)
+
+    def free_shared(self, array: np.ndarray) -> None:
+        """Free the memory of an array from :meth:`alloc_shared` (collective; every rank passes its array of the
+        same allocation). An ordinary array (the result on several nodes) is left to the garbage collector."""
+        eng = self._pcomm.Get_attr(_SHM_KEY) if self._pcomm != MPI.COMM_NULL else None
+        if eng is not None:
+            eng.release(np.asarray(array))
+        elif not self._off_node:
+            raise ValueError("array: expecting an array from alloc_shared of this communicator, got one outside "
+                             "any shared allocation; free each alloc_shared array once, on every rank together")
 
     # -- collectives: mpi4py's signatures --------------------------------------------------
     def Allreduce(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec, op: MPI.Op = MPI.SUM) -> None:

@@ -19,8 +19,12 @@ API::
 receive is matched to the peer's send region at compile time (in order per pair of ranks
 within a step, as the MPI runtime's matching does). ``scratch`` is ignored: scratch lives in
 the window. For an in-place call pass ``inp`` = ``out`` (as the Communicator does).
-``plan.buffers(engine, dtype)`` returns ``(inp, out)`` arrays that are this rank's own window
-areas: a call on them copies nothing in or out.
+``engine.alloc(nbytes)`` (collective) gives memory
+in a window of its own that every plan reads in place: a call whose input or output lies in such
+memory uses it as that buffer's window area, whatever the plan, so nothing is copied in or out of
+it. With such memory allocated, each rank writes where its input and output are (allocation and
+offset) in the header of its segment before the first barrier, and binds its loads from peers to
+what their headers say after it, so ranks may mix allocated and ordinary arrays.
 
 Compilation works on atoms (the sim's idea: buffers cut at every boundary any plan uses) and
 on the values written into them, then
@@ -53,16 +57,18 @@ from ..opspec import Call
 from ..plan.api import build_plan
 from ..plan.ir import Buf, Kind, Plan, Region
 
-__all__ = ["ShmEngine", "ShmPlan", "ShmRunner", "compile_shm", "shm_engine", "run_shm", "split_engine", "SUFFIX", "OPS",
+__all__ = ["KEYVAL", "ShmEngine", "ShmPlan", "ShmRunner", "compile_shm", "shm_engine", "run_shm", "split_engine", "SUFFIX", "OPS",
            "adopt_engine", "release_engine"]
 
 _ALIGN = 64                         # bytes: every window area starts on a cache line
+_HEADER = 64                        # bytes at the start of a segment: where this call's input and output are
 _COPY, _UFUNC, _SYNC, _BLOCK = 0, 1, 2, 3
 #: Bytes per piece when a run of same-length ops is executed piece by piece (half an L2).
 CHUNK_BYTES = 256 * 1024
 _USER, _WIN = "u", "w"
-_KEYVAL = MPI.Comm.Create_keyval()
-_VIEW_CACHE = 4                     # buffer-address keys kept per plan
+#: The MPI attribute under which a communicator keeps its engine (:func:`shm_engine`).
+KEYVAL = MPI.Comm.Create_keyval()
+_VIEW_CACHE = 8                     # bound programs (per buffer addresses, and peers' places) kept per plan
 #: Window generations, unique over all engines: views a plan bound to a freed window never match a new one.
 _GENERATIONS = itertools.count(1)
 
@@ -89,8 +95,9 @@ class ShmEngine:
         self.generation = 0
         self.users = 1                    # communicators holding it (adopt_engine adds, release_engine drops)
         self.segments: list[np.ndarray] = []
-        self._old: list[MPI.Win] = []     # grown-out windows whose buffers were handed out
-        self.handed = False               # buffers() gave out arrays in the window: keep old windows
+        self.heads: list[np.ndarray] = []   # per rank, its header: (input alloc, offset, output alloc, offset)
+        self.heaps: dict[int, _Heap] = {}   # alloc() memory by id (ids never reused: a freed one never matches)
+        self._heap_ids = itertools.count(1)
 
     def reserve(self, nbytes: int) -> None:
         """Make every segment at least ``nbytes`` (collective: every rank asks for the same)."""
@@ -99,16 +106,14 @@ class ShmEngine:
         nbytes = max(nbytes, 2 * self.nbytes, 1 << 16)
         if self.win is not None:
             self.win.Unlock_all()
-            if self.handed:
-                self._old.append(self.win)
-            else:                         # nothing outside points into it: give the memory back now
-                self.win.Free()
+            self.win.Free()               # nothing outside points into it: plans bind per generation
         self.win = MPI.Win.Allocate_shared(nbytes, 1, comm=self.comm)
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self.segments = []
         for p in range(self.size):
             buf, _ = self.win.Shared_query(p)
             self.segments.append(np.frombuffer(buf, np.uint8, nbytes))
+        self.heads = [seg[:32].view(np.int64) for seg in self.segments]
         self.nbytes = nbytes
         self.generation = next(_GENERATIONS)
 
@@ -118,14 +123,69 @@ class ShmEngine:
         self.comm.Barrier()
         self.win.Sync()
 
+    def alloc(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of memory that every rank's plans load from in place: this rank's part as uint8.
+
+        Collective: every rank asks for the same size (ValueError on every rank otherwise). The
+        memory is a shared window of its own, valid until :meth:`release` or :meth:`free`.
+        """
+        sizes = self.comm.allgather(int(nbytes))
+        if len(set(sizes)) != 1 or sizes[0] < 0:
+            raise ValueError(f"expecting every rank to allocate the same number of bytes (>= 0) of shared "
+                             f"memory, got {sorted(set(sizes))}; allocate collectively with the same "
+                             f"shape and dtype on every rank")
+        win = MPI.Win.Allocate_shared(max(nbytes, 1), 1, comm=self.comm)
+        win.Lock_all(MPI.MODE_NOCHECK)
+        segs = [np.frombuffer(win.Shared_query(p)[0], np.uint8, max(nbytes, 1))[:nbytes] for p in range(self.size)]
+        heap = _Heap(next(self._heap_ids), win, segs, segs[self.rank])
+        self.heaps[heap.id] = heap
+        return segs[self.rank]
+
+    def release(self, arr: np.ndarray) -> None:
+        """Free the :meth:`alloc` memory ``arr`` lies in (collective; every rank passes its part of the same one)."""
+        hid = self.where(arr)[0]
+        ids = self.comm.allgather(hid)
+        if len(set(ids)) != 1 or not hid:
+            raise ValueError("expecting every rank to free the same shared allocation, got "
+                             + ("an array outside any shared allocation" if not hid else "different ones")
+                             + "; free each array from alloc() once, on every rank together")
+        self.heaps.pop(hid).free()
+
+    def where(self, arr: np.ndarray) -> tuple[int, int]:
+        """``(allocation id, byte offset)`` of ``arr`` in this rank's :meth:`alloc` memory, ``(0, 0)`` outside it."""
+        if self.heaps and arr.size:
+            lo = arr.__array_interface__["data"][0]
+            hi = lo + arr.nbytes
+            for h in self.heaps.values():
+                if h.lo <= lo and hi <= h.hi:
+                    return h.id, lo - h.lo
+        return 0, 0
+
     def free(self) -> None:
-        """Free the windows and the node communicator (collective)."""
-        for w in self._old + ([self.win] if self.win is not None else []):
-            if w is self.win:
-                w.Unlock_all()
-            w.Free()
-        self.win, self._old, self.segments, self.nbytes = None, [], [], 0
+        """Free the windows, the :meth:`alloc` memory and the node communicator (collective)."""
+        if self.win is not None:
+            self.win.Unlock_all()
+            self.win.Free()
+        for h in self.heaps.values():
+            h.free()
+        self.heaps = {}
+        self.win, self.segments, self.heads, self.nbytes = None, [], [], 0
         self.comm.Free()
+
+
+class _Heap:
+    """One :meth:`ShmEngine.alloc`: its window, every rank's segment, this rank's address range."""
+
+    __slots__ = ("id", "win", "segments", "lo", "hi")
+
+    def __init__(self, hid: int, win: MPI.Win, segments: list[np.ndarray], mine: np.ndarray) -> None:
+        self.id, self.win, self.segments = hid, win, segments
+        self.lo = mine.__array_interface__["data"][0]
+        self.hi = self.lo + mine.nbytes
+
+    def free(self) -> None:
+        self.win.Unlock_all()
+        self.win.Free()
 
 
 #: Suffix of an algorithm name run by this engine ("MeshTwoShot@shm"): selection's engine ``SHM``.
@@ -160,20 +220,20 @@ class ShmRunner:
 def adopt_engine(comm: MPI.Intracomm, engine: ShmEngine) -> None:
     """Let ``comm`` use ``engine`` (made on another communicator of the same ranks): one window for many
     communicators that never run at the same time (the benchmark's, one per algorithm)."""
-    if comm.Get_attr(_KEYVAL) is engine:
+    if comm.Get_attr(KEYVAL) is engine:
         return
     release_engine(comm)
     engine.users += 1
-    comm.Set_attr(_KEYVAL, engine)
+    comm.Set_attr(KEYVAL, engine)
 
 
 def release_engine(comm: MPI.Intracomm) -> None:
     """Drop ``comm``'s engine, if any; the last communicator using it frees its windows and node communicator
     (collective: before ``comm.Free()``, which frees nothing of the engine)."""
-    eng = comm.Get_attr(_KEYVAL)
+    eng = comm.Get_attr(KEYVAL)
     if eng is None:
         return
-    comm.Delete_attr(_KEYVAL)
+    comm.Delete_attr(KEYVAL)
     eng.users -= 1
     if eng.users == 0:
         eng.free()
@@ -181,10 +241,10 @@ def release_engine(comm: MPI.Intracomm) -> None:
 
 def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
     """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then)."""
-    eng = comm.Get_attr(_KEYVAL)
+    eng = comm.Get_attr(KEYVAL)
     if eng is None:
         eng = ShmEngine(comm)
-        comm.Set_attr(_KEYVAL, eng)
+        comm.Set_attr(KEYVAL, eng)
     return eng
 
 
@@ -226,7 +286,7 @@ class ShmPlan:
             shift = c.in_place_offset(r) if c.in_place else 0
             nout = max(c.output_count(r), shift + nin if c.in_place else 0)
             sizes = {Buf.INPUT: 0 if c.in_place else nin, Buf.OUTPUT: nout, Buf.SCRATCH: p.scratch_count()}
-            at = 0
+            at = _HEADER
             for b, k in sizes.items():
                 self.sizes[(r, b)] = k
                 self.areas[(r, b)] = at
@@ -446,6 +506,8 @@ class ShmPlan:
                 prog.append((_SYNC, None, None, None))
         self.program = _coalesce(prog)
         self.syncs = sum(1 for p in self.program if p[0] == _SYNC)
+        # what runs before the first barrier touches only this rank's memory; after it, peers' too
+        self.cut = next((i + 1 for i, p in enumerate(self.program) if p[0] == _SYNC), len(self.program))
 
     def _lanes(self, op: _Op, defs: list[dict]) -> list[tuple]:
         out = []
@@ -465,14 +527,6 @@ class ShmPlan:
         return out
 
     # -- run ------------------------------------------------------------------------------------
-    def buffers(self, engine: ShmEngine, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        """This rank's input and output areas of the window: a call on them copies nothing in or out."""
-        engine.reserve(self.nbytes)
-        engine.handed = True
-        win = self._win_arrays(engine, np.dtype(dtype))[self.rank]
-        out = win[Buf.OUTPUT]
-        return (out if self.call.in_place else win[Buf.INPUT]), out
-
     def _win_arrays(self, engine: ShmEngine, dtype: np.dtype) -> list[dict]:
         arrs = []
         for p in range(self.n):
@@ -489,29 +543,56 @@ class ShmPlan:
         engine.reserve(self.nbytes)
         key = (inp.__array_interface__["data"][0], inp.size, out.__array_interface__["data"][0], out.size,
                out.dtype.str, engine.generation, id(engine))
-        prog = self._views.get(key)
-        if prog is None:
-            prog = self._views[key] = self._bind(engine, inp, out)
-            if len(self._views) > _VIEW_CACHE:
-                self._views.popitem(last=False)
-        copyto, sync = np.copyto, engine.sync
-        for code, d, a, b in prog:
-            if code == _UFUNC:
-                ufunc(a, b, out=d)
-            elif code == _COPY:
-                copyto(d, a)
-            elif code == _SYNC:
-                sync()
-            else:
-                for c, dd, aa, bb in d:
-                    if c == _UFUNC:
-                        ufunc(aa, bb, out=dd)
-                    else:
-                        copyto(dd, aa)
+        if not engine.heaps:                       # every area where the plan put it: one binding
+            prog = self._views.get(key)
+            if prog is None:
+                prog = self._remember(key, self._bind(engine, inp, out, self.program))
+            _execute(prog, engine, ufunc)
+            return
+        places = self._places(engine, inp, out)
+        engine.heads[self.rank][:] = places
+        pre = self._views.get((key, None))
+        if pre is None:
+            pre = self._remember((key, None), self._bind(engine, inp, out, self.program[:self.cut], places))
+        _execute(pre, engine, ufunc)
+        if self.cut == len(self.program):
+            return
+        peers = tuple(itertools.chain.from_iterable(h.tolist() for h in engine.heads))   # after the barrier
+        post = self._views.get((key, peers))
+        if post is None:
+            post = self._remember((key, peers), self._bind(engine, inp, out, self.program[self.cut:], peers))
+        _execute(post, engine, ufunc)
 
-    def _bind(self, engine: ShmEngine, inp: np.ndarray, out: np.ndarray) -> list[tuple]:
-        """The program with every location turned into a numpy view (the user's or the window's)."""
-        win = self._win_arrays(engine, out.dtype)
+    def _places(self, engine: ShmEngine, inp: np.ndarray, out: np.ndarray) -> tuple[int, int, int, int]:
+        """Where this rank's input and output areas are this call: ``(alloc id, byte offset)`` twice, id 0
+        for the plan's own area in the window."""
+        me, ip = self.rank, self.call.in_place
+        i = (0, self.areas[(me, Buf.INPUT)]) if ip else engine.where(inp)
+        o = engine.where(out)
+        return (i if i[0] else (0, self.areas[(me, Buf.INPUT)])) + (o if o[0] else (0, self.areas[(me, Buf.OUTPUT)]))
+
+    def _remember(self, key: tuple, prog: list[tuple]) -> list[tuple]:
+        self._views[key] = prog
+        if len(self._views) > _VIEW_CACHE:
+            self._views.popitem(last=False)
+        return prog
+
+    def _bind(self, engine: ShmEngine, inp: np.ndarray, out: np.ndarray, program: list[tuple],
+              places: Sequence[int] | None = None) -> list[tuple]:
+        """``program`` with every location turned into a numpy view (the user's or the window's).
+
+        ``places``: ``(alloc id, offset)`` of input and output for this rank (4 numbers) or for every
+        rank (4 per rank); an id other than 0 puts that area in :meth:`ShmEngine.alloc` memory.
+        """
+        dt = out.dtype
+        win = self._win_arrays(engine, dt)
+        if places is not None:
+            for p in range(self.n) if len(places) > 4 else (self.rank,):
+                at = places[4 * p:4 * p + 4] if len(places) > 4 else places
+                for j, b in ((0, Buf.INPUT), (2, Buf.OUTPUT)):
+                    if at[j]:
+                        seg = engine.heaps[at[j]].segments[p]
+                        win[p][b] = seg[at[j + 1]:at[j + 1] + self.sizes[(p, b)] * dt.itemsize].view(dt)
         user = {Buf.INPUT: out if self.call.in_place else inp, Buf.OUTPUT: out}
         mine = win[self.rank]
         for b in (Buf.INPUT, Buf.OUTPUT):                   # the user's buffer is the window area
@@ -530,7 +611,7 @@ class ShmPlan:
             return arr[off:off + k]
 
         prog = []
-        for code, d, a, b in self.program:
+        for code, d, a, b in program:
             if code == _SYNC:
                 prog.append((code, None, None, None))
                 continue
@@ -538,7 +619,24 @@ class ShmPlan:
             if code == _COPY and dv.__array_interface__["data"][0] == av.__array_interface__["data"][0]:
                 continue
             prog.append((code, dv, av, bv))
-        return _blocked(prog, max(1, CHUNK_BYTES // out.dtype.itemsize))
+        return _blocked(prog, max(1, CHUNK_BYTES // dt.itemsize))
+
+
+def _execute(prog: list[tuple], engine: ShmEngine, ufunc: Callable) -> None:
+    copyto, sync = np.copyto, engine.sync
+    for code, d, a, b in prog:
+        if code == _UFUNC:
+            ufunc(a, b, out=d)
+        elif code == _COPY:
+            copyto(d, a)
+        elif code == _SYNC:
+            sync()
+        else:
+            for c, dd, aa, bb in d:
+                if c == _UFUNC:
+                    ufunc(aa, bb, out=dd)
+                else:
+                    copyto(dd, aa)
 
 
 def _kept(d: dict) -> bool:

@@ -88,3 +88,43 @@ def test_free_releases_the_shared_window():
     e.Allreduce(a, b)
     assert (b == n * a).all() and shm_engine(e._pcomm) is not eng
     e.Free()
+
+
+@pytest.mark.parametrize("algo", ["MeshTwoShot@shm", "Mesh@shm", ""])
+def test_alloc_shared_arrays_run_every_collective(algo):
+    """alloc_shared arrays are read in place by the @shm engine; odd ranks pass ordinary arrays."""
+    n, r = W.Get_size(), W.Get_rank()
+    c = pyhccl.Communicator(W.Dup(), algo=algo)
+    x = c.alloc_shared((2, 3000), np.float32)
+    y = c.alloc_shared(6000, np.float32)
+    assert x.shape == (2, 3000) and x.dtype == np.float32 and y.shape == (6000,)
+    src = x if r % 2 == 0 else np.empty((2, 3000), np.float32)
+    src[...] = r + 1
+    c.Allreduce(src, y)
+    np.testing.assert_array_equal(y, n * (n + 1) / 2)
+    y[...] = r
+    c.Allreduce(MPI.IN_PLACE, y, op=MPI.MAX)
+    np.testing.assert_array_equal(y, n - 1)
+    g = c.alloc_shared(7 * n, np.int32)
+    c.Allgather(np.full(7, r, np.int32), g)
+    np.testing.assert_array_equal(g, np.repeat(np.arange(n), 7))
+    rs = np.empty(7, np.int32)
+    c.Reduce_scatter_block(g, rs)
+    np.testing.assert_array_equal(rs, n * np.arange(n).repeat(7)[r * 7:(r + 1) * 7])
+    for a in (x, y, g):
+        c.free_shared(a)
+    assert not shm_engine(c._pcomm).heaps
+    c.Free()
+
+
+def test_alloc_shared_refuses_different_shapes_on_every_rank():
+    n = W.Get_size()
+    c = pyhccl.Communicator(W.Dup())
+    if n > 1:
+        with pytest.raises(ValueError, match="same number of bytes"):
+            c.alloc_shared(10 + W.Get_rank(), np.float64)
+    with pytest.raises(ValueError, match="shape"):
+        c.alloc_shared((-1,))
+    with pytest.raises(ValueError, match="outside any shared allocation"):
+        c.free_shared(np.empty(3))
+    c.Free()

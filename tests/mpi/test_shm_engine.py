@@ -111,16 +111,36 @@ def test_hccl_multilevel(op):
     check(cases)
 
 
-def test_window_buffers_copy_nothing():
-    """Buffers from ``plan.buffers`` are the window areas: a call on them gives the same result."""
-    call = Call("allreduce", N, 1001)
-    plan = compile_shm(call, "MeshTwoShot", 4, RANK)
+@pytest.mark.parametrize("algo", ["MeshTwoShot", "NHR", "MeshOneShot"])
+def test_allocated_buffers_are_read_in_place(algo):
+    """Arrays from ``engine.alloc`` are their window areas: nothing copied, peers bind to each rank's
+    header, and ranks mix allocated and ordinary arrays (even ranks allocated input, odd ones ordinary)."""
     eng = shm_engine(COMM)
-    inp, out = plan.buffers(eng, np.float32)
     xs = [data(1001, j) for j in range(N)]
-    inp[:] = xs[RANK]
-    plan.run(eng, (inp, out, None), np.add)
-    assert np.array_equal(out, sum(xs[1:], xs[0])) and isinstance(plan, ShmPlan)
+    want = sum(xs[1:], xs[0])
+    inp, out = (eng.alloc(1010 * 4).view(np.float32) for _ in range(2))
+    mine = inp[3:1004] if RANK % 2 == 0 else np.empty(1001, np.float32)
+    mine[:] = xs[RANK]
+    plan = compile_shm(Call("allreduce", N, 1001), algo, 4, RANK)
+    for o in (out[:1001], out[9:], np.empty(1001, np.float32)):
+        o[:] = 0
+        plan.run(eng, (mine, o, None), np.add)
+        assert np.array_equal(o, want) and isinstance(plan, ShmPlan)
+    out[:1001] = xs[RANK]                                   # in place
+    compile_shm(Call("allreduce", N, 1001, in_place=True), algo, 4, RANK).run(eng, (out[:1001], out[:1001], None), np.add)
+    assert np.array_equal(out[:1001], want)
+    eng.release(inp)
+    eng.release(out)
+    assert not eng.heaps
+
+
+def test_alloc_refuses_different_sizes_and_frees():
+    eng = shm_engine(COMM)
+    if N > 1:
+        with pytest.raises(ValueError, match="same number of bytes"):
+            eng.alloc(64 + (RANK == 0))
+    with pytest.raises(ValueError, match="free the same shared allocation"):
+        eng.release(np.empty(4))
 
 
 def test_run_shm_caches_engine_and_window():
