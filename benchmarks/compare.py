@@ -65,6 +65,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--blocks", type=int, default=5, help="timing blocks; the median block counts (default 5)")
     p.add_argument("--quick", action="store_true", help=f"configs {QUICK_CONFIGS}, sizes {QUICK_SIZES}, budget 0.05 s")
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a job counts as hung (default 3600)")
+    p.add_argument("--buffers", default="numpy", choices=("numpy", "shared"),
+                   help="the bench's --buffers: shared runs pyhccl on Communicator.alloc_shared arrays (results "
+                        "named <op>_shared_...; native MPI stays on ordinary arrays)")
     p.add_argument("--results-dir", type=Path, default=HERE / "results")
     p.add_argument("--resume", action="store_true",
                    help="keep the results of configurations already measured in --results-dir; run the others")
@@ -84,7 +87,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def bench(a: argparse.Namespace, n: int, topo: str, extra: list[str], log: Path) -> tuple[int, str]:
     cmd = [*mpiexec_command(), "-n", str(n), sys.executable, "-m", "pyhccl.bench", a.op, "--topo", topo,
            "--algo", "all", "--sizes", a.sizes, "--no-inplace", "-n", str(a.iters), "-w", str(a.warmup),
-           "--budget", str(a.budget), "--blocks", str(a.blocks), *extra]
+           "--budget", str(a.budget), "--blocks", str(a.blocks), "--buffers", a.buffers, *extra]
     env = yield_env(n)
     print("+", *(f"{k}={v}" for k, v in env.items()), " ".join(cmd), flush=True)
     try:
@@ -154,8 +157,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{'ratio':>6}  {'tuned (measured profile)':<38} {'regret':>6} {'ratio':>6}  best measured")
     table, summaries, failed = [head], [], 0
     t0 = time.time()
+    op = a.op + ("_shared" if a.buffers == "shared" else "")
     for n, topo in a.pairs:
-        stem = f"{a.op}_{n}_{topo}"
+        stem = f"{op}_{n}_{topo}"
         tuning = res / "tuning" / f"{stem}.json"
         done = a.resume and (res / f"{stem}.json").exists() and tuning.exists()
         if not done:
@@ -181,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     table += targets(summaries)
     wrong = sum(s["wrong"] for s in summaries)
     table.append(f"# #wrong {wrong}, failed jobs {failed}, {time.time() - t0:.0f} s; sizes {a.sizes}, budget "
-                 f"{a.budget} s, iters <= {a.iters}")
+                 f"{a.budget} s, iters <= {a.iters}, {a.buffers} buffers")
     text = "\n".join(table)
     print(text)
-    name = f"{a.op}_compare{'_quick' if a.quick else ''}"
+    name = f"{op}_compare{'_quick' if a.quick else ''}"
     (res / f"{name}.txt").write_text(text + "\n")
     (res / f"{name}.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(a).items()},
                                                   "configs": summaries}, indent=1))

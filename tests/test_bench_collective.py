@@ -52,10 +52,13 @@ _SCRIPT = textwrap.dedent("""
     out = sys.argv[1]
     quick = ["-b", "1K", "-e", "64K", "-f", "64", "-n", "1", "-w", "0"]
     runs = [["allreduce", "--algo", "auto,NHR", "-o", "all"], ["allgather", "--algo", "auto,all"],
-            ["reducescatter"], ["broadcast", "-r", "1"], ["gather", "-r", "1"], ["alltoallv"]]
+            ["reducescatter"], ["broadcast", "-r", "1"], ["gather", "-r", "1"], ["alltoallv"],
+            ["allreduce", "--algo", "MeshTwoShot@shm,auto", "--buffers", "shared"],
+            ["allgatherv", "--algo", "Ring@shm,Mesh", "--buffers", "shared"]]
     status = 0
     for argv in runs:
-        status |= main(argv + quick + ["--json", f"{out}/{argv[0]}.json", "--topo", "1x1x2"])
+        name = argv[0] + ("_shared" if "--buffers" in argv else "")
+        status |= main(argv + quick + ["--json", f"{out}/{name}.json", "--topo", "1x1x2"])
     sys.exit(status)
 """)
 
@@ -67,7 +70,7 @@ def test_benchmarks_at_two_ranks(tmp_path):
     env = launch_env({"MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"})
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    assert out.stdout.count("# Out of bounds values : 0 OK") == 6
+    assert out.stdout.count("# Out of bounds values : 0 OK") == 8
     ops = {"allreduce": "allreduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
            "broadcast": "broadcast", "gather": "gather", "alltoallv": "alltoallv"}
     for name, op in ops.items():
@@ -84,5 +87,9 @@ def test_benchmarks_at_two_ranks(tmp_path):
     assert any(r["algo"].startswith("auto:") for r in ar)
     ag = {r["algo"] for r in json.load(open(tmp_path / "allgather.json"))["rows"]}
     assert {"Mesh", "NHR", "Ring"} <= ag and len(ag) > 4            # templates and eligible HCCL names
+    for name, algos in (("allreduce_shared", {"MeshTwoShot@shm"}), ("allgatherv_shared", {"Ring@shm", "Mesh"})):
+        data = json.load(open(tmp_path / f"{name}.json"))       # on alloc_shared arrays, checked
+        assert data["meta"]["buffers"] == "shared" and algos <= {r["algo"] for r in data["rows"]}
+        assert all(r["wrong"] == 0 and r["ip_wrong"] in (0, None) and r["native_time_us"] for r in data["rows"])
     bc = json.load(open(tmp_path / "broadcast.json"))["rows"]
     assert all(r["root"] == 1 and r["ip_time_us"] is None for r in bc)     # Bcast: one buffer, one column

@@ -49,12 +49,13 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
         spec = OPS[BENCH_OPS[argv[0]].op]
         mpi = MPI.Get_library_version().splitlines()[0].strip()
         print(f"# pyhccl.bench {argv[0]}: nranks {n}, {mpi}, iters {args.iters}, warmup {args.warmup}"
-              + (f", topo {args.topo}" if args.topo else ""))
+              + (f", topo {args.topo}" if args.topo else "") + (", shared buffers" if args.shared else ""))
         print(f"# time = slowest rank's mean; busbw = algbw x {spec.busbw_factor(n):.4g} (nccl-tests' factor for "
               f"{spec.hccl} at N={n}); ratio = native MPI time / pyhccl out-of-place time")
         write_rows(rows)
         write_footer(rows)
-        meta = {"op": argv[0], "nranks": n, "mpi": mpi, "topo": args.topo}
+        meta = {"op": argv[0], "nranks": n, "mpi": mpi, "topo": args.topo,
+                "buffers": "shared" if args.shared else "numpy"}
         if topology is not None:
             try:
                 meta.update(finish(args, rows, topology, n, ub_transfer_bytes(), mpi, sys.stdout))

@@ -194,17 +194,27 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
     calls = {False: _call(bop.op, n, count, args.root, False)}
     if bop.in_place and args.inplace:
         calls[True] = _call(bop.op, n, count, args.root, True)
-    bufs = {ip: _buffers(c, rank, dtype) for ip, c in calls.items()}
+    owner = next(iter(comms.values())) if args.shared and comms else None
+    shared: list[np.ndarray] = []
 
-    def invoke(target: Any, ip: bool) -> Callable[[], None]:
-        a = _method_args(bop, calls[ip], rank, *bufs[ip], mop)
+    def alloc(count: int, dt: np.dtype) -> np.ndarray:
+        shared.append(owner.alloc_shared(count, dt))
+        return shared[-1]
+
+    bufs = {ip: _buffers(c, rank, dtype, alloc if owner else None) for ip, c in calls.items()}
+
+    def invoke(target: Any, ip: bool, arrays: dict = bufs) -> Callable[[], None]:
+        a = _method_args(bop, calls[ip], rank, *arrays[ip], mop)
         fn = getattr(target, bop.method)
         return lambda: fn(*a)
 
     native = None
     if args.native and _native_can(dtype):
-        _prepare(calls[False], rank, bufs[False], args.seed, redop)
-        native = time_call(comm, invoke(comm, False), args.iters, args.warmup, args.budget, args.blocks)
+        # native MPI on ordinary arrays even with --buffers shared: shared memory has no huge pages here,
+        # which costs native MPI 10-25 % at 4-64 MiB; its users would not allocate there
+        nb = {False: _buffers(calls[False], rank, dtype)} if owner else bufs
+        _prepare(calls[False], rank, nb[False], args.seed, redop)
+        native = time_call(comm, invoke(comm, False, nb), args.iters, args.warmup, args.budget, args.blocks)
     expected = _reference(calls, rank, dtype, args.seed, redop) if args.check else {}
     rows = []
     bw = spec.busbw_factor(n)
@@ -230,12 +240,19 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
                         _us(t_ip), _gbs(size, t_ip), _gbs(size, t_ip, bw), ip_wrong,
                         label, _us(native), native / t if native is not None and t else None,
                         calls[False].hccl_nbytes(dtype.itemsize)))
+    for b in shared:
+        owner.free_shared(b)
     return rows
 
 
-def _buffers(call: Call, rank: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-    """This rank's send and receive arrays (in place: the receive array holds the input too)."""
-    return np.empty(call.input_count(rank), dtype), np.empty(max(call.output_count(rank), 0), dtype)
+def _buffers(call: Call, rank: int, dtype: np.dtype, alloc: Callable | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """This rank's send and receive arrays (in place: the receive array holds the input too); with
+    ``alloc`` (``Communicator.alloc_shared``) in shared memory, every rank allocating the largest rank's size."""
+    if alloc is None:
+        return np.empty(call.input_count(rank), dtype), np.empty(max(call.output_count(rank), 0), dtype)
+    n = call.nranks
+    nin, nout = max(call.input_count(r) for r in range(n)), max(max(call.output_count(r), 0) for r in range(n))
+    return alloc(nin, dtype)[:call.input_count(rank)], alloc(nout, dtype)[:max(call.output_count(rank), 0)]
 
 
 def _fill_input(call: Call, rank: int, send: np.ndarray, seed: int, redop: str) -> None:

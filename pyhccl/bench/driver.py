@@ -58,6 +58,7 @@ class BenchArgs:
     report: str | None = None
     plot: str | None = None
     size_list: tuple[int, ...] = ()
+    shared: bool = False
 
 
 @dataclass
@@ -140,6 +141,9 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
                    help="regret: per size, the HCCL profile's and the tuned choice against the best measured")
     p.add_argument("--plot", default=None, metavar="FILE.png",
                    help="plot busbw against size per algorithm (needs matplotlib: pip install pyhccl[plot])")
+    p.add_argument("--buffers", default="numpy", choices=("numpy", "shared"),
+                   help="numpy: ordinary arrays (default); shared: arrays from Communicator.alloc_shared, which "
+                        "the @shm engine reads in place (native MPI still runs on ordinary arrays)")
     a = p.parse_args(argv)
     minb, maxb = parse_size(a.minbytes), parse_size(a.maxbytes)
     step = parse_size(a.stepbytes) if a.stepbytes is not None else None
@@ -181,7 +185,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
                      redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root,
                      not a.no_inplace, a.budget, a.blocks, a.tune, a.tuning, a.report, a.plot,
-                     tuple(parse_size(t) for t in a.sizes.split(",") if t.strip()) if a.sizes else ())
+                     tuple(parse_size(t) for t in a.sizes.split(",") if t.strip()) if a.sizes else (),
+                     a.buffers == "shared")
 
 
 def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:

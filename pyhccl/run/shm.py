@@ -153,11 +153,11 @@ class ShmEngine:
 
     def where(self, arr: np.ndarray) -> tuple[int, int]:
         """``(allocation id, byte offset)`` of ``arr`` in this rank's :meth:`alloc` memory, ``(0, 0)`` outside it."""
-        if self.heaps and arr.size:
+        if self.heaps:
             lo = arr.__array_interface__["data"][0]
             hi = lo + arr.nbytes
             for h in self.heaps.values():
-                if h.lo <= lo and hi <= h.hi:
+                if h.lo <= lo and hi <= h.hi and (arr.size or lo == h.lo):    # an empty one: at its start
                     return h.id, lo - h.lo
         return 0, 0
 
