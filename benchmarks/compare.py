@@ -65,6 +65,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--blocks", type=int, default=5, help="timing blocks; the median block counts (default 5)")
     p.add_argument("--quick", action="store_true", help=f"configs {QUICK_CONFIGS}, sizes {QUICK_SIZES}, budget 0.05 s")
     p.add_argument("--timeout", type=float, default=3600, help="seconds before a job counts as hung (default 3600)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="the bench's --rounds: measure everything this many times round-robin, keep each fastest")
     p.add_argument("--buffers", default="numpy", choices=("numpy", "shared"),
                    help="the bench's --buffers: shared runs pyhccl on Communicator.alloc_shared arrays (results "
                         "named <op>_shared_...; native MPI stays on ordinary arrays)")
@@ -87,7 +89,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def bench(a: argparse.Namespace, n: int, topo: str, extra: list[str], log: Path) -> tuple[int, str]:
     cmd = [*mpiexec_command(), "-n", str(n), sys.executable, "-m", "pyhccl.bench", a.op, "--topo", topo,
            "--algo", "all", "--sizes", a.sizes, "--no-inplace", "-n", str(a.iters), "-w", str(a.warmup),
-           "--budget", str(a.budget), "--blocks", str(a.blocks), "--buffers", a.buffers, *extra]
+           "--budget", str(a.budget), "--blocks", str(a.blocks), "--buffers", a.buffers, "--rounds", str(a.rounds), *extra]
     env = yield_env(n)
     print("+", *(f"{k}={v}" for k, v in env.items()), " ".join(cmd), flush=True)
     try:
@@ -185,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     table += targets(summaries)
     wrong = sum(s["wrong"] for s in summaries)
     table.append(f"# #wrong {wrong}, failed jobs {failed}, {time.time() - t0:.0f} s; sizes {a.sizes}, budget "
-                 f"{a.budget} s, iters <= {a.iters}, {a.buffers} buffers")
+                 f"{a.budget} s, iters <= {a.iters}, {a.buffers} buffers, {a.rounds} round(s)")
     text = "\n".join(table)
     print(text)
     name = f"{op}_compare{'_quick' if a.quick else ''}"

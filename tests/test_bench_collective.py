@@ -24,6 +24,22 @@ def test_every_op_runs_and_checks_on_one_rank(name, capsys):
     assert "# Out of bounds values : 0 OK" in out and f"pyhccl.bench {name}:" in out
 
 
+def test_rounds_keep_each_algorithms_fastest(monkeypatch, capsys):
+    """--rounds 3: every algorithm and native MPI timed three times, round-robin; the fastest counts."""
+    from pyhccl.bench import collective
+    seen = []
+
+    def fake(comm, fn, iters, warmup, budget=None, blocks=1):
+        seen.append(fn)
+        return [5e-3, 2e-3, 9e-3][(len(seen) - 1) // 3]     # per round: native, Ring, NHR share the round's time
+    monkeypatch.setattr(collective, "time_call", fake)
+    assert main(["allreduce", "--algo", "Ring,NHR", "--no-inplace", "-b", "96", "-e", "96", "--rounds", "3",
+                 "--json", "/dev/null"], MPI.COMM_SELF) == 0
+    assert len(seen) == 9
+    rows = [l.split() for l in capsys.readouterr().out.splitlines() if l.strip().startswith("96")]
+    assert [r[-3] for r in rows] == ["Ring", "NHR"] and all(float(r[5]) == 2000.0 for r in rows)
+
+
 def test_wrong_data_is_counted_and_exits_1(monkeypatch, capsys):
     real = pyhccl.Communicator.Allgather
 
@@ -40,6 +56,7 @@ def test_wrong_data_is_counted_and_exits_1(monkeypatch, capsys):
     (["allgather", "--algo", "NHRR"], "unknown algorithm 'NHRR' for all_gather"),
     (["broadcast", "-r", "3"], "expecting -r root in range(1), got 3"),
     (["alltoal"], "unknown benchmark 'alltoal'"),
+    (["allreduce", "--rounds", "0"], "expecting --rounds >= 1, got 0"),
 ])
 def test_usage_errors_exit_2(argv, match, capsys):
     assert main(argv, MPI.COMM_SELF) == 2
@@ -53,7 +70,7 @@ _SCRIPT = textwrap.dedent("""
     quick = ["-b", "1K", "-e", "64K", "-f", "64", "-n", "1", "-w", "0"]
     runs = [["allreduce", "--algo", "auto,NHR", "-o", "all"], ["allgather", "--algo", "auto,all"],
             ["reducescatter"], ["broadcast", "-r", "1"], ["gather", "-r", "1"], ["alltoallv"],
-            ["allreduce", "--algo", "MeshTwoShot@shm,auto", "--buffers", "shared"],
+            ["allreduce", "--algo", "MeshTwoShot@shm,auto", "--buffers", "shared", "--rounds", "2"],
             ["allgatherv", "--algo", "Ring@shm,Mesh", "--buffers", "shared"]]
     status = 0
     for argv in runs:

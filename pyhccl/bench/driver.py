@@ -59,6 +59,7 @@ class BenchArgs:
     plot: str | None = None
     size_list: tuple[int, ...] = ()
     shared: bool = False
+    rounds: int = 1
 
 
 @dataclass
@@ -144,6 +145,9 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     p.add_argument("--buffers", default="numpy", choices=("numpy", "shared"),
                    help="numpy: ordinary arrays (default); shared: arrays from Communicator.alloc_shared, which "
                         "the @shm engine reads in place (native MPI still runs on ordinary arrays)")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure every algorithm (and native MPI) this many times, round-robin, and keep each one's "
+                        "fastest: a slow spell of the machine then spoils one round, not one algorithm (default 1)")
     a = p.parse_args(argv)
     minb, maxb = parse_size(a.minbytes), parse_size(a.maxbytes)
     step = parse_size(a.stepbytes) if a.stepbytes is not None else None
@@ -170,6 +174,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'pyhccl[plot]'") from None
+    if a.rounds < 1:
+        raise UsageError(f"expecting --rounds >= 1, got {a.rounds}")
     if a.blocks < 1:
         raise UsageError(f"expecting --blocks >= 1, got {a.blocks}")
     if a.budget is not None and not a.budget > 0:
@@ -186,7 +192,7 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
                      redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root,
                      not a.no_inplace, a.budget, a.blocks, a.tune, a.tuning, a.report, a.plot,
                      tuple(parse_size(t) for t in a.sizes.split(",") if t.strip()) if a.sizes else (),
-                     a.buffers == "shared")
+                     a.buffers == "shared", a.rounds)
 
 
 def sizes(args: BenchArgs, itemsize: int, granularity: int = 1) -> list[int]:

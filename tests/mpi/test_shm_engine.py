@@ -129,8 +129,10 @@ def test_allocated_buffers_are_read_in_place(algo):
     out[:1001] = xs[RANK]                                   # in place
     compile_shm(Call("allreduce", N, 1001, in_place=True), algo, 4, RANK).run(eng, (out[:1001], out[:1001], None), np.add)
     assert np.array_equal(out[:1001], want)
+    assert eng.where(inp[:0])[0] and eng.where(inp[5:9]) == (eng.where(inp)[0], 20)
+    assert eng.where(np.empty(3)) == (0, 0)
     eng.release(inp)
-    eng.release(out)
+    eng.release(out[:0])                                    # an empty array at its start names it too
     assert not eng.heaps
 
 
