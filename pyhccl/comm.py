@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+import operator
 import os
 import sys
 import time
@@ -120,7 +121,8 @@ class Communicator:
             self._ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._agreed: OrderedDict[tuple, tuple[str, Selection | None]] = OrderedDict()
         self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
-        self._recent: OrderedDict[tuple, tuple] = OrderedDict()     # the warm path: see _warm
+        self._recent: OrderedDict[tuple, _Warm] = OrderedDict()     # the warm path: see _warm
+        self._last: _Warm | None = None     # the warm call made last, if no call took the full path since
         self.last_selection: Selection | None = None
         self._pool = ScratchPool()
         self._stage = ScratchPool()
@@ -327,26 +329,41 @@ def _load_tuning(comm: MPI.Intracomm, tuning: Any, topology: Any) -> Tuning | No
 _RECENT = 8
 
 
-def _warm(c: Communicator, method: str, args: tuple) -> tuple | None:
-    """The parsed job and plan (None: native MPI) of a call made again with the very same argument objects, or None.
+class _Warm:
+    """A remembered call: its argument objects (held alive, so their ids cannot be reused), the
+    shape and dtype of each array among them, the parsed job, the plan (None: native MPI, then
+    ``native`` is the wrapped communicator's bound method) and the selection."""
 
-    A training loop calls ``Allreduce(grad, out)`` with the same arrays every step: the entry
-    keeps those objects (so their ids cannot be reused) and their shapes and dtypes, so a repeat
+    __slots__ = ("method", "args", "arrays", "job", "plan", "selection", "native", "key")
+
+    def __init__(self, c: Communicator, method: str, args: tuple, job: Job, plan: Any) -> None:
+        self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, c.last_selection
+        self.arrays = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
+        self.native = getattr(c._comm, method) if plan is None else None
+        self.key = (method, *map(id, args))
+
+
+def _warm(c: Communicator, method: str, args: tuple) -> _Warm | None:
+    """The remembered call made again with the very same argument objects, or None.
+
+    A training loop calls ``Allreduce(grad, out)`` with the same arrays every step: a repeat
     skips parsing and every lookup. Anything else (new objects, a changed shape, the check on,
-    device buffers) takes the full path.
+    device buffers) takes the full path. The call used last is tried first, by identity, before
+    the lookup by ids.
     """
-    key = (method, *map(id, args))
-    hit = c._recent.get(key)
-    if hit is None:
-        return None
-    _, arrays, job, plan, sel = hit           # the entry holds the arguments alive: same ids, same objects
-    for i, shape, dtype in arrays:
+    hit = c._last
+    if hit is None or hit.method != method or len(hit.args) != len(args) or not all(map(operator.is_, hit.args, args)):
+        hit = c._recent.get((method, *map(id, args)))
+        if hit is None:
+            return None
+        c._recent.move_to_end(hit.key)  # least recently used goes first: fresh-array calls do not evict a loop's arrays
+        c._last = hit
+        c.last_selection = hit.selection
+    for i, shape, dtype in hit.arrays:
         a = args[i]
         if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
             return None
-    c._recent.move_to_end(key)          # least recently used goes first: fresh-array calls do not evict a loop's arrays
-    c.last_selection = sel
-    return job, plan
+    return hit
 
 
 def _remember_warm(c: Communicator, method: str, args: tuple, job: Job, plan: Any) -> None:
@@ -358,18 +375,18 @@ def _remember_warm(c: Communicator, method: str, args: tuple, job: Job, plan: An
     arrays = [a for a in args if type(a) is np.ndarray]
     if any(b.size and not any(np.may_share_memory(b, a) for a in arrays) for b in (job.inp, job.out)):
         return
-    shapes = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
     if all(type(a) is np.ndarray or a is MPI.IN_PLACE or isinstance(a, (int, MPI.Op)) for a in args):
-        _remember(c._recent, (method, *map(id, args)), (args, shapes, job, plan, c.last_selection), _RECENT)
+        warm = _Warm(c, method, args, job, plan)
+        _remember(c._recent, warm.key, warm, _RECENT)
 
 
 def _collective(c: Communicator, method: str, *args: Any) -> None:
     """Parse -> (check) -> Call -> algorithm (agreed once per call shape) -> plan (cached) -> run."""
     warm = None if c._check else _warm(c, method, args)
     if warm is not None:
-        job, plan = warm
-        if plan is None:                # the measured profile chose native MPI
-            return getattr(c._comm, method)(*args)
+        if warm.native is not None:     # the measured profile chose native MPI
+            return warm.native(*args)
+        job, plan = warm.job, warm.plan
         try:
             plan.run(c._pcomm, (job.inp, job.out, c._pool.get(job.dtype, plan.scratch_count)), job.ufunc, c._timeout)
         except CollectiveTimeoutError as e:
@@ -377,6 +394,7 @@ def _collective(c: Communicator, method: str, *args: Any) -> None:
                 _abort(c, e)
             raise
         return None
+    c._last = None                      # the full path sets last_selection and may remember a call
     try:
         if c._check:
             job = _parse_checked(c, method, args)

@@ -69,6 +69,29 @@ def test_fresh_array_calls_do_not_evict_a_loops_arrays(comm):
             comm.Allreduce(grad, out)
 
 
+def test_last_selection_follows_each_warm_call(comm):
+    """Two loops' arrays in turn, and fresh calls between them: last_selection is always this call's."""
+    n = comm.Get_size()
+    small, small_out = np.ones(2, np.float32), np.empty(2, np.float32)
+    big, big_out = np.ones(1 << 20, np.float32), np.empty(1 << 20, np.float32)
+    comm.Allreduce(small, small_out)
+    first = comm.last_selection
+    comm.Allreduce(big, big_out)
+    second = comm.last_selection
+    assert first is not None and second is not None and first is not second
+    for step in range(3):
+        comm.Allreduce(small, small_out)
+        assert comm.last_selection is first and (small_out == n).all()
+        comm.Allreduce(small, small_out)
+        assert comm.last_selection is first
+        comm.Allreduce(big, big_out)
+        assert comm.last_selection is second and (big_out == n).all()
+        comm.Allreduce(np.ones(5, np.float32), np.empty(5, np.float32))      # the full path, in between
+        assert comm.last_selection is not second
+        comm.Allreduce(big, big_out)
+        assert comm.last_selection is second
+
+
 def test_native_choice_is_warm_and_right(tmp_path_factory):
     """A tuning file that makes native MPI the cheapest: repeats go straight to it, and stay right."""
     from pyhccl.tune import NATIVE, Point, Tuning
@@ -88,10 +111,10 @@ def test_native_choice_is_warm_and_right(tmp_path_factory):
         assert c.last_selection.algorithm == NATIVE
         assert (b == sum(range(n)) + n * step).all()
     key = ("Allreduce", id(a), id(b), id(MPI.SUM))
-    assert key in c._recent and c._recent[key][3] is None          # remembered, with no plan: native MPI
+    assert key in c._recent and c._recent[key].plan is None        # remembered, with no plan: native MPI
     a.dtype = np.int32                                              # same objects, other dtype: the full path again
     b.dtype = np.int32
     a[...] = 2
     c.Allreduce(a, b)
     assert (b == 2 * n).all()
-    assert c._recent[key][1][0][2] == np.int32
+    assert c._recent[key].arrays[0][2] == np.int32
