@@ -39,7 +39,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from pyhccl.launch import launch_env, mpiexec_command  # noqa: E402  (no MPI in this process)
-from pyhccl.units import format_size, parse_size  # noqa: E402
+from pyhccl.core.units import format_size, parse_size  # noqa: E402
 
 CONFIGS = "2:1x1x2,2:1x2x1,4:1x1x4,4:1x2x2,8:1x2x4,8:1x1x8"
 QUICK_CONFIGS = "2:1x2x1,4:1x2x2"

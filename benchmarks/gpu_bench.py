@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl import gpu
-from pyhccl.units import parse_size
+from pyhccl.core.units import parse_size
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ from mpi4py import MPI
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyhccl.bench.driver import time_call  # noqa: E402
-from pyhccl.units import format_size, parse_size  # noqa: E402
+from pyhccl.core.units import format_size, parse_size  # noqa: E402
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 from pyhccl.plan.api import build_plan
 from pyhccl.run.mpi import compile_plan
 from pyhccl.run.shm import compile_shm, shm_engine

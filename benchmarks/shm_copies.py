@@ -24,9 +24,9 @@ from mpi4py import MPI
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyhccl.bench.driver import time_call  # noqa: E402
-from pyhccl.opspec import Call  # noqa: E402
+from pyhccl.core.call import Call  # noqa: E402
 from pyhccl.run.shm import compile_shm, shm_engine  # noqa: E402
-from pyhccl.units import format_size, parse_size  # noqa: E402
+from pyhccl.core.units import format_size, parse_size  # noqa: E402
 
 
 def main() -> int:

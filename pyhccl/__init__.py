@@ -6,9 +6,9 @@
 
 from typing import TYPE_CHECKING
 
-from .opspec import Call
+from .core.call import Call
 from .plan import ALLREDUCE_ALGOS, Plan, build_plan, format_plans
-from .run.sim import SimulationError, simulate
+from .verify.sim import SimulationError, simulate
 
 if TYPE_CHECKING:
     from .comm import Communicator

@@ -25,7 +25,7 @@ from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 
 from .algo import registry
 from .ops import PARSERS, SUPPORTED_DTYPES, SUPPORTED_OPS, Env, Job
-from .opspec import OPS, Call
+from .core.call import OPS, Call
 from .plan.api import NotRunnableError, build_plan, flat_names, resolve_name
 from .run.mpi import CollectiveTimeoutError, CompiledPlan, allgather_timed, compile_plan, timeout_seconds, wait_pending
 from .run.mpi import ub_transfer_bytes as _ub_bytes

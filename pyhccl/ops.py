@@ -19,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import gpu
-from .opspec import Call
+from .core.call import Call
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_OPS", "Buffer", "Env", "Job", "PARSERS", "as_array", "as_vector",
            "in_place", "reduce_ufunc", "reduce_op_name", "dtype_by_name"]

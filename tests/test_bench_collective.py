@@ -12,7 +12,7 @@ from mpi4py import MPI
 import pyhccl
 from pyhccl.bench import COMMANDS, main
 from pyhccl.launch import launch_env, mpiexec_command
-from pyhccl.opspec import OPS
+from pyhccl.core.call import OPS
 
 QUICK = ["-b", "96", "-e", "96", "-n", "1", "-w", "0"]
 

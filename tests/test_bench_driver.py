@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pyhccl.bench.driver import Row, UsageError, fill, parse_args, sizes, write_csv, write_rows
-from pyhccl.units import format_size, parse_size
+from pyhccl.core.units import format_size, parse_size
 
 
 def test_sizes_units():

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from pyhccl.algo import registry
 from pyhccl.algo.dtypes import DATATYPE_SIZE, HcclDataType
-from pyhccl.opspec import OPS, Call
+from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import flat_names, hccl_names
 from pyhccl.select import select_for
 from pyhccl.verify import check, machine

@@ -3,11 +3,11 @@
 import pytest
 
 from pyhccl.algo import registry
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 from pyhccl.plan import executors as ex
 from pyhccl.plan.api import NotRunnableError, build_plan, hccl_names
 from pyhccl.plan.hccl import executor_kind, not_runnable_reason, template_form
-from pyhccl.run.sim import simulate
+from pyhccl.verify.sim import simulate
 from pyhccl.topo import Layout, parse_topo
 
 OPS = ["allreduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "alltoall", "barrier"]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 from pyhccl.plan import ALLREDUCE_ALGOS, Buf, Plan, Region, Step, build_plan
 from pyhccl.plan.ir import Action, copy, recv, reduce, send
 

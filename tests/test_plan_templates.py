@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from pyhccl.opspec import Call, get_opspec
+from pyhccl.core.call import Call, get_opspec
 from pyhccl.plan import ALLREDUCE_ALGOS, build_plan, format_plans
 from pyhccl.plan.ir import Kind
 from pyhccl.plan.templates import nhr_step_count
-from pyhccl.run.sim import simulate
+from pyhccl.verify.sim import simulate
 
 GOLDEN = Path(__file__).parent / "golden"
 RANKS = sorted(set(range(1, 18)) | {24, 31, 32, 33, 48, 63, 64})   # all small N, powers of two and neighbours

@@ -5,7 +5,7 @@ from collections import defaultdict
 
 import pytest
 
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 from pyhccl.plan.ir import Buf, Kind, Plan, Region, Step, copy
 from pyhccl.plan.slices import Slices, VSlices
 from pyhccl.plan.templates.alltoall import A2A, mesh_rounds
@@ -19,7 +19,7 @@ from pyhccl.plan.templates.ordered import (allreduce_ordered, reduce_scatter_ord
                                            reduce_scatter_ordered_level1, tree_reduce_pairs)
 from pyhccl.plan.templates.rhd import all_gather_rhd, reduce_scatter_rhd
 from pyhccl.plan.templates.ring import all_gather_ring, reduce_scatter_ring
-from pyhccl.run.sim import simulate
+from pyhccl.verify.sim import simulate
 
 IN, OUT, SCR = Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH
 RANKS = list(range(1, 18)) + [32, 33]

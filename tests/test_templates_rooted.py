@@ -4,11 +4,11 @@ import random
 
 import pytest
 
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 from pyhccl.plan.ir import Buf, Kind, Plan, Region, Step, copy
 from pyhccl.plan.slices import Slices, VSlices
 from pyhccl.plan.templates import BCAST, GATHER, REDUCE, SCATTER, all_gather_mesh, nhr_step_count, reduce_scatter_mesh
-from pyhccl.run.sim import simulate
+from pyhccl.verify.sim import simulate
 
 RANKS = list(range(1, 18)) + [32, 33]
 BIG = 10_000_000_019

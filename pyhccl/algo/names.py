@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 __all__ = ["HcclEngine", "OpExecuteConfig", "CostEngine", "ENGINE_PREFIXES", "OP_TYPES",
            "EXECUTOR_TYPES", "TEMPLATE_TYPES", "AlgName", "parse_name", "format_name",
-           "engine_of", "to_exec_config", "to_hccl_engine", "to_cost_engine", "close_matches"]
+           "engine_of", "to_exec_config", "to_hccl_engine", "to_cost_engine", "close_matches",
+           "Runtime", "RUNTIME_SEP", "AlgoRef", "parse_algo_ref"]
 
 
 class HcclEngine(enum.IntEnum):
@@ -188,3 +189,48 @@ def close_matches(word: str, choices) -> str:
     """", did you mean X?" for the closest choices, or ""."""
     found = difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(found)}?" if found else ""
+
+
+class Runtime(enum.Enum):
+    """Where a plan runs: MPI point-to-point (the default) or pyhccl's shared-memory engine (``@shm``)."""
+
+    MPI = ""
+    SHM = "shm"
+
+
+#: The suffix that names the shared-memory runtime in user text and tuning files ("MeshTwoShot@shm").
+RUNTIME_SEP = "@"
+
+
+@dataclass(frozen=True)
+class AlgoRef:
+    """An algorithm as the user or a tuning file names it: the name, and the runtime it runs on.
+
+    ``str(ref)`` is the text form (``"MeshTwoShot@shm"``); :func:`parse_algo_ref` reads it back.
+    """
+
+    name: str
+    runtime: Runtime = Runtime.MPI
+
+    def __str__(self) -> str:
+        return self.name if self.runtime is Runtime.MPI else f"{self.name}{RUNTIME_SEP}{self.runtime.value}"
+
+    @property
+    def shm(self) -> bool:
+        return self.runtime is Runtime.SHM
+
+
+def parse_algo_ref(text: str) -> AlgoRef:
+    """``"Name"`` or ``"Name@shm"`` (any case of the runtime) as an :class:`AlgoRef`.
+
+    Raises:
+        ValueError: an unknown runtime after ``@``.
+    """
+    name, sep, runtime = str(text).partition(RUNTIME_SEP)
+    if not sep:
+        return AlgoRef(name)
+    try:
+        return AlgoRef(name, Runtime(runtime.lower()))
+    except ValueError:
+        raise ValueError(f"unknown runtime {runtime!r} in algorithm {text!r}; valid: "
+                         f"'{RUNTIME_SEP}{Runtime.SHM.value}' (pyhccl's shared-memory engine) or none (MPI)") from None

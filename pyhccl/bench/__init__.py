@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 from mpi4py import MPI
 
-from ..opspec import OPS
+from ..core.call import OPS
 from .collective import BENCH_OPS, run
 from ..run.mpi import ub_transfer_bytes
 from ..topo import comm_topology

@@ -18,7 +18,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from ..comm import Communicator
-from ..opspec import OPS, Call
+from ..core.call import OPS, Call
 from ..ops import dtype_by_name
 from ..plan.api import flat_names, hccl_names, resolve_name
 from ..run.pool import ScratchPool
@@ -41,7 +41,7 @@ class BenchOp:
     """How the benchmark calls one collective.
 
     Attributes:
-        op: pyhccl's op name (the :data:`~pyhccl.opspec.OPS` row: sizes, busbw factor, reference).
+        op: pyhccl's op name (the :data:`~pyhccl.core.call.OPS` row: sizes, busbw factor, reference).
         method: the mpi4py method both communicators are called with.
         block: nccl-tests' size is the whole buffer of N blocks (per-rank count = size / N).
     """

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from .. import units
+from ..core import units
 from ..ops import SUPPORTED_DTYPES, dtype_by_name
 
 __all__ = ["BenchArgs", "Row", "parse_args", "parse_size", "sizes", "fill", "time_call", "write_rows",
@@ -91,7 +91,7 @@ class Row:
 
 
 def parse_size(text: str) -> int:
-    """:func:`pyhccl.units.parse_size`, raising UsageError."""
+    """:func:`pyhccl.core.units.parse_size`, raising UsageError."""
     try:
         return units.parse_size(text)
     except ValueError as e:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 from typing import Any, Sequence
 
-from ..opspec import OPS
+from ..core.call import OPS
 from ..select import SelectionError, select_for
 from ..tune.file import NATIVE, Point, Tuning, TuningError, load_tuning
 from ..ops import dtype_by_name
 from ..tune.features import pool_identical
 from ..tune.fit import fit_op
-from ..units import format_size
+from ..core.units import format_size
 from .driver import BenchArgs, Row
 
 __all__ = ["finish", "tuning_from_rows", "regret", "Regret", "plot"]

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from ..algo import registry
-from ..opspec import HCCL_OPS, Call, canonical_op
+from ..core.call import HCCL_OPS, Call, canonical_op
 from .hccl import NotRunnableError, build_registered, not_runnable_reason
 from .ir import Plan
 from .sole import ROLE_OF_OP, TABLES, op_steps

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..algo.registry import Registration
-from ..opspec import HCCL_OPS, Call
+from ..core.call import HCCL_OPS, Call
 from . import executors as ex
 from .executors import LayoutError, Levels
 from .ir import Buf, Region, Step

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..opspec import Call
+from ..core.call import Call
 from .executors import copy_step
 from .ir import Buf, Region, Step, copy
 from .slices import Slices, VSlices

@@ -1,5 +1,4 @@
-"""Runtimes for plans: MPI point-to-point, and the simulator."""
+"""Runtimes that execute plans: MPI point-to-point (:mod:`.mpi`) and the shared-memory engine (:mod:`.shm`).
 
-from .sim import Mismatch, SimReport, SimulationError, simulate
-
-__all__ = ["Mismatch", "SimReport", "SimulationError", "simulate"]
+Importing this package does not initialise MPI; its modules do.
+"""

@@ -15,7 +15,6 @@ device memory straight to a CUDA-aware MPI, else one pinned host piece per messa
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from typing import Any, Callable, Sequence
@@ -23,58 +22,17 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
+from ..core import settings
 from ..plan.ir import Buf, Kind, Plan, Region
 
 __all__ = ["UB_TRANSFER_BYTES", "ub_transfer_bytes", "timeout_seconds", "CollectiveTimeoutError", "CompiledPlan",
            "compile_plan", "wait_pending", "allgather_timed"]
 
-#: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
-#: the UB protocol's largest single transfer; pyhccl uses it as its message size.
-UB_TRANSFER_BYTES = 512 * 1024
+UB_TRANSFER_BYTES = settings.UB_TRANSFER_BYTES
+ub_transfer_bytes = settings.ub_transfer_bytes
+timeout_seconds = settings.timeout_seconds
 
 _TAG = 0x48CC
-
-
-def ub_transfer_bytes(value: int | str | None = None) -> int:
-    """The message size: ``value``, else ``PYHCCL_UB_TRANSFER_BYTES``, else 512 KiB.
-
-    Raises:
-        ValueError: a value that is not a positive integer number of bytes.
-    """
-    src = "ub_transfer_bytes"
-    if value is None:
-        value = os.environ.get("PYHCCL_UB_TRANSFER_BYTES")
-        src = "PYHCCL_UB_TRANSFER_BYTES"
-        if value is None or value == "":
-            return UB_TRANSFER_BYTES
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if n <= 0:
-        raise ValueError(f"expecting {src} to be a positive number of bytes, got {value!r}")
-    return n
-
-
-def timeout_seconds(value: float | str | None = None) -> float | None:
-    """The per-step timeout: ``value``, else ``PYHCCL_TIMEOUT``; None (no timeout) for unset, "" or 0.
-
-    Raises:
-        ValueError: a value that is not a non-negative number of seconds.
-    """
-    src = "timeout"
-    if value is None:
-        value = os.environ.get("PYHCCL_TIMEOUT", "")
-        src = "PYHCCL_TIMEOUT"
-    if isinstance(value, str) and not value.strip():
-        return None
-    try:
-        t = float(value)
-    except (TypeError, ValueError):
-        t = float("nan")
-    if not t >= 0 or t == float("inf"):
-        raise ValueError(f"expecting {src} to be a number of seconds (0 or empty: no timeout), got {value!r}")
-    return t or None
 
 
 class CollectiveTimeoutError(TimeoutError):

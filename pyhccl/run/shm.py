@@ -53,7 +53,7 @@ from typing import Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from ..opspec import Call
+from ..core.call import Call
 from ..plan.api import build_plan
 from ..plan.ir import Buf, Kind, Plan, Region
 

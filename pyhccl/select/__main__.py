@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from ..topo import calc_topo_info
-from ..units import parse_size
+from ..core.units import parse_size
 from .cascade import DEVICES, ENGINE_KEYS, EXPANSION_MODES
 from .rules import RULES
 from .selection import MODES, SelectionError, select

@@ -6,7 +6,7 @@ What ``python -m pyhccl.select`` prints and ``Selection.trace`` holds.
 from __future__ import annotations
 
 from ..algo.registry import get
-from ..units import format_size
+from ..core.units import format_size
 from .rules.base import Ctx
 
 __all__ = ["trace_lines", "topo_summary"]

@@ -4,6 +4,7 @@ from .calc import BIG_CLOS_RANGE, HcclError, calc_topo_info
 from .info import (CommProtocol, CommTopo, Endpoint, EndpointLocType, Level0MeshType, Level0Shape,
                    NetLayerDetails, PhysicalLevelInfo, PhysicalLevelView, TopoInfo, TopoInstDetails)
 from .layout import LEVEL_NAMES, Coords, Layout
+from .machine import Machine, machine
 from .rankgraph import RankGraph
 from .ranktable import load_rank_table, parse_rank_table
 from .spec import LEVEL0_LINKS, TopoSpec, parse_topo
@@ -14,5 +15,5 @@ __all__ = [
     "TopoInfo", "calc_topo_info", "HcclError", "BIG_CLOS_RANGE", "RankGraph",
     "Level0Shape", "Level0MeshType", "CommTopo", "CommProtocol", "EndpointLocType", "Endpoint",
     "PhysicalLevelView", "PhysicalLevelInfo", "NetLayerDetails", "TopoInstDetails",
-    "Layout", "Coords", "LEVEL_NAMES", "Topology", "comm_topology", "resolve_topo",
+    "Layout", "Coords", "LEVEL_NAMES", "Machine", "machine", "Topology", "comm_topology", "resolve_topo",
 ]

@@ -16,10 +16,11 @@ from typing import Any
 import numpy as np
 
 from ..algo import registry
-from ..opspec import OPS, canonical_op
+from ..core.call import OPS, canonical_op
 from ..plan.api import NotRunnableError, build_plan, flat_names
 from ..plan.ir import Kind
-from ..verify.api import _groups, machine, make_call
+from ..topo.machine import machine
+from ..verify.api import make_call
 from ..run.shm import split_engine
 from .file import LEVELS
 
@@ -31,7 +32,7 @@ FEATURES = (tuple(f"steps_L{lv}" for lv in range(LEVELS)) + tuple(f"moved_L{lv}"
 
 
 def call_for(op: str, nranks: int, nbytes: int, itemsize: int, root: int = 0, in_place: bool = False):
-    """The :class:`~pyhccl.opspec.Call` whose HCCL data size D is ``nbytes`` (V ops: even counts)."""
+    """The :class:`~pyhccl.core.call.Call` whose HCCL data size D is ``nbytes`` (V ops: even counts)."""
     op = canonical_op(op)
     count = max(1, nbytes // itemsize)
     if op == "reduce_scatter_v":
@@ -45,7 +46,7 @@ def _plans(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, root:
     """Every rank's plan of ``algorithm`` for HCCL data size ``nbytes`` on ``topo``."""
     m = machine(topo)
     call = call_for(op, m.nranks, nbytes, itemsize, root, in_place)
-    groups = None if algorithm in flat_names(call.op) else _groups(m.text, len(registry.get(algorithm).levels))
+    groups = None if algorithm in flat_names(call.op) else m.all_groups(len(registry.get(algorithm).levels))
     return [build_plan(call, algorithm, r, None if groups is None else groups[r], uniform=m.layout.uniform)
             for r in range(m.nranks)]
 

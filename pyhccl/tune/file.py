@@ -15,7 +15,7 @@ from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..opspec import HCCL_OPS
+from ..core.call import HCCL_OPS
 
 __all__ = ["SCHEMA", "VERSION", "Point", "LevelCoeff", "Fit", "Tuning", "TuningError", "load_tuning",
            "load_tuning_cached",

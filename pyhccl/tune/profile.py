@@ -20,7 +20,7 @@ from ..algo.dtypes import DATATYPE_SIZE
 from ..algo.names import OpExecuteConfig
 from ..algo.predicates import OpCall
 from ..algo.registry import registrations
-from ..opspec import HCCL_OPS
+from ..core.call import HCCL_OPS
 from ..plan.api import NotRunnableError, flat_names
 from ..run.mpi import ub_transfer_bytes
 from ..run.shm import SUFFIX as SHM

@@ -21,11 +21,12 @@ from ..algo import registry
 from ..algo.attrs import check_op, check_topo
 from ..algo.dtypes import DATATYPE_SIZE, parse_dtype, parse_reduce_op
 from ..algo.predicates import OpCall
-from ..opspec import HCCL_OPS, OPS, Call, canonical_op
+from ..core.call import HCCL_OPS, OPS, Call, canonical_op
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
-from ..run.sim import SimulationError, simulate
+from ..verify.sim import SimulationError, simulate
 from ..select import SelectionError, select_for
-from ..topo import Layout, TopoInfo, calc_topo_info, parse_topo
+from ..topo import TopoInfo, parse_topo
+from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
 
 __all__ = ["VerifyResult", "STATUSES", "DEFAULT_COUNT", "verify", "make_call", "check", "machine", "Machine",
@@ -76,42 +77,6 @@ class VerifyResult:
         if self.ok:
             return f"{head}, {self.rounds} rounds, {self.bytes} bytes sent by the busiest rank"
         return f"{head}: {self.error.splitlines()[0] if self.error else ''}"
-
-
-@dataclass(frozen=True)
-class Machine:
-    """An emulated machine: its spec text, layout, and the TopoInfo views the checks read.
-
-    ``infos`` holds rank 0's view on a symmetric machine (every rank's is alike) and every
-    rank's view otherwise (HCCL selects per rank; the ranks must agree).
-    """
-
-    text: str
-    layout: Layout
-    infos: tuple[TopoInfo, ...]
-
-    @property
-    def nranks(self) -> int:
-        return self.layout.nranks
-
-
-def machine(topo: Any) -> Machine:
-    """The :class:`Machine` for a spec (text such as ``"1x2x4"``, TopoMeta lists, a TopoSpec); cached."""
-    return _machine(topo if isinstance(topo, str) else parse_topo(topo).to_text())
-
-
-@lru_cache(maxsize=64)
-def _machine(text: str) -> Machine:
-    spec = parse_topo(text)
-    layout = Layout(spec)
-    ranks = range(layout.nranks) if not layout.uniform else range(1)
-    return Machine(spec.to_text(), layout, tuple(calc_topo_info(spec, r) for r in ranks))
-
-
-@lru_cache(maxsize=64)
-def _groups(text: str, nlevels: int) -> tuple:
-    layout = _machine(text).layout
-    return tuple(layout.algo_groups(r, nlevels) for r in range(layout.nranks))
 
 
 def hccl_op_name(op: str) -> str | None:
@@ -294,7 +259,7 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
     """Build every rank's plan and simulate them."""
     groups = None
     if name not in flat_names(call.op):
-        groups = _groups(m.text, len(registry.get(name).levels))
+        groups = m.all_groups(len(registry.get(name).levels))
     uniform = m.layout.uniform
     plans = []
     for r in range(m.nranks):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from ..opspec import OPS, Call
+from ..core.call import OPS, Call
 
 __all__ = ["LARGE_COUNT", "PRIME_COUNT", "FULL_SWEEP_MAX_RANKS", "parse_ranks", "default_counts", "default_roots",
            "uneven_counts", "uneven_matrix", "calls"]

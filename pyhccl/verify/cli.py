@@ -13,7 +13,7 @@ import time
 from collections import Counter, defaultdict
 from typing import Sequence
 
-from ..opspec import OPS, canonical_op
+from ..core.call import OPS, canonical_op
 from ..topo import parse_topo
 from .cases import parse_ranks
 from .sweep import AUTO, Outcome, Task, canonical_ops, default_jobs, expand_algos, make_tasks, run_tasks

@@ -11,7 +11,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.opspec import OPS, Call
+from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import algorithms, flat_names
 
 pytestmark = pytest.mark.mpi

@@ -12,7 +12,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.opspec import Call, get_opspec
+from pyhccl.core.call import Call, get_opspec
 from pyhccl.ops import SUPPORTED_DTYPES
 
 pytestmark = pytest.mark.mpi

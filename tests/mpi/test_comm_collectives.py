@@ -15,7 +15,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 
 pytestmark = pytest.mark.mpi
 

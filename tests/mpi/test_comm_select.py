@@ -6,7 +6,7 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl.algo import registry
-from pyhccl.opspec import Call
+from pyhccl.core.call import Call
 from pyhccl.plan.api import NotRunnableError, build_plan, hccl_names
 from pyhccl.select import select_for
 

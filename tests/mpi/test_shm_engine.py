@@ -11,7 +11,7 @@ import pytest
 from mpi4py import MPI
 
 from pyhccl.algo import registry
-from pyhccl.opspec import OPS, Call
+from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import NotRunnableError, flat_names
 from pyhccl.run.shm import ShmEngine, ShmPlan, compile_shm, run_shm, shm_engine
 from pyhccl.verify.api import _groups, machine

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..opspec import Call, OpSpec
+from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Action, Buf, Kind, Plan, Region
 

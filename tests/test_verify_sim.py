@@ -4,11 +4,11 @@ from dataclasses import replace
 
 import pytest
 
-from pyhccl.opspec import get_opspec
-from pyhccl.opspec import Call
+from pyhccl.core.call import get_opspec
+from pyhccl.core.call import Call
 from pyhccl.plan import Buf, Plan, Region, Step, build_plan
 from pyhccl.plan.ir import copy, recv, reduce, send
-from pyhccl.run.sim import SimulationError, simulate
+from pyhccl.verify.sim import SimulationError, simulate
 
 AR = get_opspec("allreduce")
 
