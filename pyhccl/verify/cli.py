@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from typing import Sequence
 
 from ..core.call import OPS, canonical_op
+from ..plan.api import resolve_name
 from ..topo import parse_topo
 from .cases import parse_ranks
 from .sweep import AUTO, Outcome, Task, canonical_ops, default_jobs, expand_algos, make_tasks, run_tasks
@@ -122,7 +123,6 @@ def _check_algos(ops: list[str], tokens: list[str]) -> None:
         raise ValueError("expecting --algo names, got nothing")
     for t in tokens:
         if not any(expand_algos(op, [t]) for op in ops):
-            from ..plan.api import resolve_name
             resolve_name(ops[0], t)        # raises with the close matches
             raise ValueError(f"--algo {t!r} names no algorithm of {', '.join(ops)}")
 
