@@ -13,6 +13,7 @@ import time
 from collections import Counter, defaultdict
 from typing import Sequence
 
+from ..core import settings
 from ..core.call import OPS, canonical_op
 from ..plan.api import resolve_name
 from ..topo import parse_topo
@@ -49,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out-of-place", action="store_true", help="only the out-of-place form of each call")
     p.add_argument("--dtype", default="FP32", help="HCCL dtype (FP32, BFP16, HIF8, FP8E4M3, INT64, ...; default FP32)")
     p.add_argument("--reduce-op", default="sum", choices=("sum", "prod", "max", "min"))
-    p.add_argument("--expansion-mode", default=None, help="HCCL_OP_EXPANSION_MODE for auto (AI_CPU, AIV, CCU_MS, ...)")
+    p.add_argument("--expansion-mode", default=None,
+                   help="HCCL_OP_EXPANSION_MODE for auto (AI_CPU, AIV, CCU_MS, ...; default PYHCCL_OP_EXPANSION_MODE)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per call before it counts as failed, times (N/32)^2 above 32 ranks; 0 for "
                         f"none (default {DEFAULT_TIMEOUT:g})")
@@ -89,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.in_place:
         ops = [op for op in ops if OPS[op].in_place_ok]
     tasks = make_tasks(ops, tokens, flat, topos, counts=tuple(a.count) if a.count else None, places=places,
-                       dtype=a.dtype, reduce_op=a.reduce_op, expansion_mode=a.expansion_mode,
+                       dtype=a.dtype, reduce_op=a.reduce_op,
+                       expansion_mode=settings.expansion_mode(a.expansion_mode),
                        timeout=a.timeout or None)
     jobs = a.jobs or default_jobs()
     t0 = time.perf_counter()
