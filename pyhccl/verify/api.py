@@ -14,7 +14,6 @@ import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Sequence
 
 from ..algo import registry
@@ -26,7 +25,6 @@ from ..core.call import make_call as core_make_call
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
 from ..verify.sim import SimulationError, simulate
 from ..select import SelectionError, select_for
-from ..topo import TopoInfo, parse_topo
 from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
 
