@@ -13,10 +13,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..algo.attrs import check_op, check_topo
-from ..algo.dtypes import HcclDataType, HcclReduceOp, parse_dtype, parse_reduce_op
+from ..algo.dtypes import HcclDataType, HcclReduceOp
 from ..algo.names import ENGINE_PREFIXES, OP_TYPES, OpExecuteConfig, close_matches
 from ..core.call import hccl_op
-from ..algo.predicates import DEFAULT_CCL_BUFFER_SIZE, OpCall
+from ..algo.predicates import DEFAULT_CCL_BUFFER_SIZE, OpCall, op_call
 from ..algo.registry import get, names, registrations
 from ..topo.info import TopoInfo
 from .cascade import DEVICES, ENGINE_KEYS, initial_config, is_rollback_aiv, run_cascade
@@ -152,9 +152,9 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
                          f"valid: {', '.join(ENGINE_KEYS)}")
     config = initial_config(device, expansion_mode)
     topo = replace(topo_info, device_type=DEVICES[device][0])
-    call = OpCall(op, nbytes, parse_dtype(dtype), parse_reduce_op(reduce_op), inplace, deterministic,
-                  symmetric_memory, ccl_buffer_size, has_send_counts, root,
-                  aiv_only=config == OpExecuteConfig.AIV_ONLY)
+    call = op_call(op, nbytes, dtype, reduce_op, inplace=inplace, deterministic=deterministic,
+                   symmetric_memory=symmetric_memory, ccl_buffer_size=ccl_buffer_size,
+                   has_send_counts=has_send_counts, root=root, aiv_only=config == OpExecuteConfig.AIV_ONLY)
     x = Ctx(topo, call)
     base = dict(op=op, mode=mode, call=call, topo=topo)
     if engine is not None and not cascade:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping, cast
 from .calc import calc_topo_info
 from .info import TopoInfo
 from .layout import Coords, Layout
+from .machine import Machine, machine
 from .ranktable import load_rank_table
 from .spec import TopoSpec, parse_topo
 
@@ -62,6 +63,11 @@ class Topology:
     def coords(self) -> Coords:
         """This rank's super pod, server and device."""
         return self.layout.coords[self.rank]
+
+    @property
+    def machine(self) -> Machine:
+        """The :class:`~pyhccl.topo.machine.Machine` of this layout (what ``build_plan`` takes); cached per layout."""
+        return machine(self.spec)
 
     @property
     def groups(self) -> tuple[tuple[int, ...], ...]:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from ..algo import registry
 from ..algo.attrs import check_op, check_topo
 from ..algo.dtypes import DATATYPE_SIZE, parse_dtype, parse_reduce_op
-from ..algo.predicates import OpCall
+from ..algo.predicates import op_call
 from ..core.call import OPS, Call, canonical_op, hccl_op
 from ..core.call import make_call as core_make_call
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
@@ -226,7 +226,7 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
         name = algo
         if name not in flat_names(call.op):
             reg = registry.get(name)
-            opcall = OpCall(reg.op, nbytes, dt, rop, inplace, root=call.root)
+            opcall = op_call(reg.op, nbytes, dt, rop, inplace=inplace, root=call.root)
             for info in m.infos:
                 hard = (check_topo(reg.op, reg.engine, reg.topo, info, soft=False)
                         or check_op(reg.opattrs, opcall, info, soft=False))
