@@ -9,7 +9,8 @@ has points around the size; where any candidate has, the fit-only ones step asid
 error is larger than the gaps it would decide). Candidates are every HCCL name whose hard attributes accept the
 call, pyhccl's templates for the op, the same templates on the shared-memory engine where the
 file measured them (``NHR@shm``), and the wrapped MPI's own collective (:data:`NATIVE`); only
-this profile may choose the last two, and only from measurements.
+this profile may choose the last two, and only from measurements. :class:`MeasuredProfile` is
+the tuning file as selection takes it (:class:`pyhccl.select.profile.Profile`).
 """
 
 from __future__ import annotations
