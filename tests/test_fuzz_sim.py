@@ -104,7 +104,7 @@ def admitted(op: str, name: str, m, call: Call, dtype: str, rop: str) -> bool:
     inplace = call.in_place and op != "broadcast"       # HCCL's flag (a Reduce root's too); Broadcast: one buffer
     for info in m.infos:
         try:
-            select_for(hccl, info, nbytes, dtype, rop, root=call.root, inplace=inplace, algo=name, tuning="")
+            select_for(hccl, info, nbytes, dtype, rop, root=call.root, inplace=inplace, algo=name)
         except ValueError:
             return False
     return True

@@ -8,17 +8,15 @@ from pyhccl.plan import executors as ex
 from pyhccl.plan.api import NotRunnableError, build_plan, hccl_names
 from pyhccl.plan.hccl import executor_kind, not_runnable_reason, template_form
 from pyhccl.verify.sim import simulate
-from pyhccl.topo import Layout, parse_topo
+from pyhccl.topo import Layout, machine, parse_topo
 
 OPS = ["allreduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "scatter", "alltoall", "barrier"]
 BIG = 10_000_000_019
 
 
 def plans_for(name, spec, call):
-    reg = registry.get(name)
-    lay = Layout(parse_topo(spec))
-    return [build_plan(call, name, r, lay.algo_groups(r, len(reg.levels)), uniform=lay.uniform)
-            for r in range(lay.nranks)]
+    m = machine(spec)
+    return [build_plan(call, name, r, m) for r in range(m.nranks)]
 
 
 def calls(op, n):

@@ -8,6 +8,7 @@ import pytest
 from select_topos import KiB, MiB, topo
 
 import pyhccl
+from pyhccl.core import settings
 from pyhccl.select import SelectionError, select, select_for
 from pyhccl.select.__main__ import main
 
@@ -31,10 +32,10 @@ def test_expansion_modes(monkeypatch):
     with pytest.raises(SelectionError, match="every engine answered NOT_MATCH"):
         select("AllReduce", t, 1 * KiB, "uint64", algo="", expansion_mode="AIV_ONLY", mode="rules")
     monkeypatch.setenv("PYHCCL_OP_EXPANSION_MODE", "AI_CPU")
-    assert select("AllReduce", t, 1 * KiB, algo="").engine == "AICPU_TS"
+    assert select("AllReduce", t, 1 * KiB, algo="", expansion_mode=settings.expansion_mode()).engine == "AICPU_TS"
     monkeypatch.setenv("PYHCCL_OP_EXPANSION_MODE", "CCU")
     with pytest.raises(ValueError, match="unknown expansion mode 'CCU'.*did you mean"):
-        select("AllReduce", t, 1 * KiB, algo="")
+        select("AllReduce", t, 1 * KiB, algo="", expansion_mode=settings.expansion_mode())
 
 
 def test_910_93_defaults_to_aicpu():
@@ -106,10 +107,11 @@ def test_type_errors():
 
 def test_select_for_is_cached_and_follows_the_environment(monkeypatch):
     monkeypatch.delenv("PYHCCL_ALGO", raising=False)
-    a = select_for("AllReduce", topo(T8), 1 * KiB, "fp32", "sum")
-    assert select_for("AllReduce", topo(T8), 1 * KiB, "fp32", "sum") is a
+    a = select_for("AllReduce", topo(T8), 1 * KiB, "fp32", "sum", **settings.selection())
+    assert select_for("AllReduce", topo(T8), 1 * KiB, "fp32", "sum", **settings.selection()) is a
     monkeypatch.setenv("PYHCCL_ALGO", "AicpuAllReduceSoleNHR")
-    assert select_for("AllReduce", topo(T8), 1 * KiB, "fp32", "sum").algorithm == "AicpuAllReduceSoleNHR"
+    assert select_for("AllReduce", topo(T8), 1 * KiB, "fp32", "sum",
+                      **settings.selection()).algorithm == "AicpuAllReduceSoleNHR"
 
 
 def test_trace_and_debug_log(caplog):

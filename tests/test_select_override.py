@@ -4,6 +4,7 @@ import pytest
 from select_topos import KiB, MiB, topo
 
 from pyhccl.algo.names import OpExecuteConfig as E
+from pyhccl.core import settings
 from pyhccl.select import parse_override, select
 
 AICPU = (E.AICPU_TS, E.HOSTCPU)
@@ -70,7 +71,7 @@ def test_plain_name():
 
 def test_env_variable(monkeypatch):
     monkeypatch.setenv("PYHCCL_ALGO", "AicpuAllReduceSoleMeshTwoShot")
-    assert select("AllReduce", topo("1x1x8"), 1 * KiB).algorithm == "AicpuAllReduceSoleMeshTwoShot"
+    assert select("AllReduce", topo("1x1x8"), 1 * KiB, algo=settings.algo()).algorithm == "AicpuAllReduceSoleMeshTwoShot"
     assert select("AllReduce", topo("1x1x8"), 1 * KiB, algo="").source == "rules"
 
 

@@ -6,6 +6,7 @@ import types
 import pytest
 from select_topos import KiB, MiB, topo
 
+from pyhccl.core import settings
 from pyhccl.select import Tuner, TunerEntry, load_tuner, select
 
 T8 = "1x1x8"
@@ -107,8 +108,8 @@ def test_load_by_name(monkeypatch):
     mod.Plugin = Plugin
     monkeypatch.setitem(sys.modules, "fake_tuner_mod", mod)
     monkeypatch.setenv("PYHCCL_TUNER_PLUGIN", "fake_tuner_mod:Plugin")
-    tuner = load_tuner()
-    assert isinstance(tuner.plugin, Plugin) and load_tuner() is tuner
+    tuner = load_tuner(settings.tuner_plugin())
+    assert isinstance(tuner.plugin, Plugin) and load_tuner(settings.tuner_plugin()) is tuner
     assert load_tuner("none") is None and load_tuner("") is None
     with pytest.raises(ValueError, match="expecting PYHCCL_TUNER_PLUGIN as module:attr"):
         load_tuner("fake_tuner_mod")

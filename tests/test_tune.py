@@ -8,13 +8,14 @@ import pytest
 
 from pyhccl.bench.driver import Row, parse_args
 from pyhccl.bench.tuning import _label, plot, regret, regret_lines, tuning_from_rows
+from pyhccl.core import settings
 from pyhccl.select import select, select_for
 from pyhccl.select.tuner import Tuner
 from pyhccl.topo import Topology, calc_topo_info, parse_topo
 from pyhccl.tune import NATIVE, Point, Tuning, TuningError, load_tuning
 from pyhccl.tune.features import FEATURES, features
 from pyhccl.tune.fit import fit_op, nnls, predict
-from pyhccl.tune.profile import MeasuredTuner
+from pyhccl.tune.profile import MeasuredTuner, measured_profile
 
 UB = 512 * 1024
 ALGOS = ("NHR", "Ring", "MeshOneShot", "AicpuAllReduceParallelMeshNHR", "AicpuAllReduceSoleNHR")
@@ -147,7 +148,7 @@ def best(t, nbytes):
 @pytest.mark.parametrize("nbytes", SIZES)
 def test_measured_profile_picks_the_measured_best(nbytes):
     t = tuning()
-    sel = select("allreduce", INFO, nbytes, tuning=t)
+    sel = select("allreduce", INFO, nbytes, profile=measured_profile(t))
     assert sel.source == "measured" and sel.algorithm == best(t, nbytes)
     text = str(sel)
     assert "measured profile" in text and "tuning file" in text and f"measured at {nbytes} B" in text
@@ -155,31 +156,31 @@ def test_measured_profile_picks_the_measured_best(nbytes):
 
 def test_native_mpi_wins_where_measured_fastest_and_the_fit_prices_the_rest():
     t = tuning()
-    assert select("allreduce", INFO, 8, tuning=t).algorithm == NATIVE
-    sel = select("allreduce", INFO, 64, tuning=t)                     # interpolated
+    assert select("allreduce", INFO, 8, profile=measured_profile(t)).algorithm == NATIVE
+    sel = select("allreduce", INFO, 64, profile=measured_profile(t))          # interpolated
     assert sel.algorithm == NATIVE and "interpolated 8..512 B" in str(sel)
-    sel = select("allreduce", INFO, 1 << 30, tuning=t)                # beyond the points: the fit
+    sel = select("allreduce", INFO, 1 << 30, profile=measured_profile(t))    # beyond the points: the fit
     assert sel.cost.winner.priced_by == "fit"
     native = next(r for r in sel.cost.rows if r.name == NATIVE)
     assert native.filtered == "no measured point around this size"
 
 
 def test_hccl_profile_never_picks_native():
-    assert select("allreduce", INFO, 8, tuning="").algorithm != NATIVE
+    assert select("allreduce", INFO, 8, profile=None).algorithm != NATIVE
 
 
 def test_foreign_file_is_rejected():
     with pytest.raises(TuningError, match="1x2x4"):
-        select("allreduce", calc_topo_info("2x2x2", 0), 8, tuning=tuning())
+        select("allreduce", calc_topo_info("2x2x2", 0), 8, profile=measured_profile(tuning()))
 
 
 def test_op_without_points_uses_hccl_selection():
-    sel = select("allgather", INFO, 1024, tuning=tuning())
+    sel = select("allgather", INFO, 1024, profile=measured_profile(tuning()))
     assert sel.source != "measured" and any("no AllGather measurements" in n for n in sel.notes)
 
 
 def test_override_beats_tuning():
-    sel = select("allreduce", INFO, 8, tuning=tuning(), algo="AicpuAllReduceSoleNHR")
+    sel = select("allreduce", INFO, 8, profile=measured_profile(tuning()), algo="AicpuAllReduceSoleNHR")
     assert sel.source == "override"
 
 
@@ -187,17 +188,17 @@ def test_environment_variable_and_cache(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     tuning().save(path)
     monkeypatch.setenv("PYHCCL_TUNING_FILE", str(path))
-    assert select_for("allreduce", INFO, 8).algorithm == NATIVE
+    assert select_for("allreduce", INFO, 8, profile=measured_profile(settings.tuning_file())).algorithm == NATIVE
     monkeypatch.setenv("PYHCCL_TUNING_FILE", "")
-    assert select_for("allreduce", INFO, 8).algorithm != NATIVE
+    assert select_for("allreduce", INFO, 8, profile=measured_profile(settings.tuning_file())).algorithm != NATIVE
     monkeypatch.setenv("PYHCCL_TUNING_FILE", str(tmp_path / "missing.json"))
     with pytest.raises(TuningError, match="PYHCCL_TUNING_FILE"):
-        select_for("allreduce", INFO, 8)
+        select_for("allreduce", INFO, 8, profile=measured_profile(settings.tuning_file()))
 
 
 def test_measured_tuner_reprices_hccl_cost_model():
     t = tuning()
-    sel = select("allreduce", INFO, 512, mode="cost", tuning="", tuner=Tuner(MeasuredTuner(t), "measured"))
+    sel = select("allreduce", INFO, 512, mode="cost", profile=None, tuner=Tuner(MeasuredTuner(t), "measured"))
     nhr = next(r for r in sel.cost.rows if r.name == "AicpuAllReduceSoleNHR")
     assert math.isclose(nhr.cost, t.measured("AllReduce", "AicpuAllReduceSoleNHR", 512)[0])
     assert any("AicpuAllReduceSoleNHR" in c for c in sel.cost.tuner_changes)

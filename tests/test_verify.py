@@ -74,15 +74,15 @@ def test_broadcast_and_reduce_scatter_v_are_checked_as_the_communicator_selects_
 def test_not_runnable_and_failed(monkeypatch):
     real = api.build_plan
 
-    def not_runnable(call, algo, rank, groups=None, **kw):
+    def not_runnable(call, algo, rank, machine=None):
         raise NotRunnableError(f"algorithm {algo!r} does not run in pyhccl yet")
 
     monkeypatch.setattr(api, "build_plan", not_runnable)
     res = verify("AllReduce", "1x1x4", algo="AicpuAllReduceSoleNHR")
     assert res.status == "not-runnable" and "does not run in pyhccl yet" in res.error
 
-    def broken(call, algo, rank, groups=None, **kw):        # rank 1 loses its last local op of step 2
-        p = real(call, algo, rank, groups, **kw)
+    def broken(call, algo, rank, machine=None):        # rank 1 loses its last local op of step 2
+        p = real(call, algo, rank, machine)
         if rank == 1:
             steps = list(p.steps)
             steps[2] = Step(steps[2].transfers, steps[2].local[:-1])
@@ -158,10 +158,10 @@ def test_cli_all_prints_the_summary_table(capsys):
 def test_cli_all_lists_not_runnable_names_and_fails_on_a_failure(monkeypatch, capsys):
     real = api.build_plan
 
-    def patched(call, algo, rank, groups=None, **kw):
+    def patched(call, algo, rank, machine=None):
         if algo == "Ring":
             raise NotRunnableError("algorithm 'Ring' needs a working ring today")
-        p = real(call, algo, rank, groups, **kw)
+        p = real(call, algo, rank, machine)
         if algo == "NHR" and rank == 1 and len(p.steps) > 2:
             steps = list(p.steps)
             steps[2] = Step(steps[2].transfers, steps[2].local[:-1])

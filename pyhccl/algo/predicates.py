@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from math import gcd
 
 from ..topo.info import CommTopo, Level0Shape, TopoInfo
-from .dtypes import FLOAT_TYPES, HcclDataType, HcclReduceOp
+from .dtypes import FLOAT_TYPES, HcclDataType, HcclReduceOp, parse_dtype, parse_reduce_op
 
-__all__ = ["OpCall", "mesh_clos_sizes", "mesh_equal_clos", "clos_multiple_of_mesh", "all_mesh_connected",
+__all__ = ["OpCall", "op_call", "mesh_clos_sizes", "mesh_equal_clos", "clos_multiple_of_mesh", "all_mesh_connected",
            "two_level_net_layer", "frame_num", "l0_size", "symmetric", "is_strict",
            "MIN_STRICT_RANK_NUM_ORDER_PRESERVED", "DEFAULT_CCL_BUFFER_SIZE"]
 
@@ -42,6 +42,19 @@ class OpCall:
     has_send_counts: bool = True           # AllToAll: sendCounts non-null
     root: int = 0
     aiv_only: bool = False                 # expansion mode AIV_ONLY (comm config)
+
+
+
+def op_call(op: str, nbytes: int, dtype="fp32", reduce_op="sum", **param) -> OpCall:
+    """The :class:`OpCall` selection and the attribute checks judge, built in this one place.
+
+    ``dtype`` and ``reduce_op`` are names (HCCL's, numpy's) or the enums; ``param`` the other
+    OpParam fields (``inplace``, ``root``, ...).
+
+    Raises:
+        ValueError: unknown dtype or reduce op; TypeError: a dtype that is neither name nor dtype.
+    """
+    return OpCall(op, nbytes, parse_dtype(dtype), parse_reduce_op(reduce_op), **param)
 
 
 def l0_size(topo: TopoInfo) -> int:

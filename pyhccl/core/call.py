@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["Call", "Contrib", "OpSpec", "OPS", "get_opspec", "canonical_op", "HCCL_OPS"]
+__all__ = ["Call", "Contrib", "OpSpec", "OPS", "get_opspec", "canonical_op", "hccl_op", "make_call", "HCCL_OPS"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,3 +337,43 @@ def canonical_op(name: str) -> str:
 def get_opspec(name: str) -> OpSpec:
     """The row for ``name`` (see :func:`canonical_op`). Raises ValueError listing the valid names."""
     return OPS[canonical_op(name)]
+
+
+def hccl_op(name: str) -> str:
+    """HCCL's op type (HcclCMDType's name) for an op as pyhccl, HCCL or mpi4py names it; AllToAllVC stays itself.
+
+    Raises:
+        ValueError: unknown op (from :func:`canonical_op`).
+    """
+    if str(name).replace("_", "").replace("-", "").lower() == "alltoallvc":
+        return "AllToAllVC"                 # its own HCCL op type (and rules), the same pyhccl call as AllToAllV
+    return OPS[canonical_op(str(name))].hccl
+
+
+def make_call(op: str, nranks: int, *, count: int = 0, root: int | None = None, counts: Sequence[int] | None = None,
+              displs: Sequence[int] | None = None, send_count_matrix: Sequence[Sequence[int]] | None = None,
+              in_place: bool = False) -> Call:
+    """The :class:`Call` for HCCL's arguments, checked against what ``op`` takes.
+
+    A V op without ``counts`` (AllToAllV without ``send_count_matrix``) gets ``count`` for every
+    rank (every pair).
+
+    Raises:
+        ValueError: an argument the op does not take, or a bad value (from :class:`Call`).
+    """
+    op = canonical_op(op)
+    spec = OPS[op]
+    if root is not None and not spec.rooted:
+        raise ValueError(f"expecting root only for a rooted op (Broadcast, Reduce, Gather, Scatter), got root={root} "
+                         f"for {spec.hccl}")
+    if (counts is not None or displs is not None) and spec.vector != "counts":
+        raise ValueError(f"expecting counts/displs only for AllGatherV and ReduceScatterV, got them for {spec.hccl}")
+    if send_count_matrix is not None and spec.vector != "matrix":
+        raise ValueError(f"expecting send_count_matrix only for AllToAllV/AllToAllVC, got it for {spec.hccl}")
+    if spec.vector == "counts":
+        counts = (count,) * nranks if counts is None else counts
+        return Call(op, nranks, counts=tuple(counts), displs=None if displs is None else tuple(displs))
+    if spec.vector == "matrix":
+        m = tuple((count,) * nranks for _ in range(nranks)) if send_count_matrix is None else send_count_matrix
+        return Call(op, nranks, matrix=tuple(tuple(row) for row in m))
+    return Call(op, nranks, count, root=root or 0, in_place=in_place)

@@ -1,8 +1,8 @@
 """Build any collective's plan by algorithm name: HCCL's registered names or pyhccl's templates.
 
-``build_plan(call, algo, rank, groups)`` is the one entry point the communicator, the
+``build_plan(call, algo, rank, machine)`` is the one entry point the communicator, the
 benchmark and the verifier use. ``algo`` is either a name in HCCL's registry (run through
-its executor over the topology's level groups, :mod:`pyhccl.plan.hccl`) or the short name
+its executor over the machine's level groups, :mod:`pyhccl.plan.hccl`) or the short name
 of one of pyhccl's templates for the op's role (run by the Sole executor over all ranks).
 """
 
@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
-from typing import Sequence
-
 from ..algo import registry
 from ..core.call import HCCL_OPS, Call, canonical_op
 from .hccl import NotRunnableError, build_registered, not_runnable_reason
+from ..topo.machine import Machine, machine
 from .ir import Plan
 from .sole import ROLE_OF_OP, TABLES, op_steps
 
@@ -55,36 +54,38 @@ def resolve_name(op: str, name: str) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _build(call: Call, algo: str, rank: int, groups: tuple[tuple[int, ...], ...] | None, uniform: bool) -> Plan:
+def _build(call: Call, algo: str, rank: int, topo: str | None) -> Plan:
     name = resolve_name(call.op, algo)
-    if name in TABLES[ROLE_OF_OP[call.op]]:
-        group = tuple(range(call.nranks))
-        steps = op_steps(call, TABLES[ROLE_OF_OP[call.op]][name], rank, group)
+    table = TABLES[ROLE_OF_OP[call.op]]
+    if name in table:
+        steps = op_steps(call, table[name], rank, tuple(range(call.nranks)))
     else:
-        if groups is None:
-            groups = (tuple(range(call.nranks)),)
-        steps = build_registered(call, registry.get(name), rank, groups, uniform)
+        reg = registry.get(name)
+        if topo is None:
+            steps = build_registered(call, reg, rank, (tuple(range(call.nranks)),), True)
+        else:
+            m = machine(topo)
+            steps = build_registered(call, reg, rank, m.groups(rank, len(reg.levels)), m.uniform)
     meta = (("op", call.op), ("algo", name), ("nranks", call.nranks), ("count", call.count),
             ("in_place", call.in_place), ("root", call.root))
     return Plan(rank, tuple(steps), meta)
 
 
-def build_plan(call: Call, algo: str, rank: int, groups: Sequence[Sequence[int]] | None = None, *,
-               uniform: bool = True) -> Plan:
+def build_plan(call: Call, algo: str, rank: int, machine: Machine | None = None) -> Plan:
     """Rank ``rank``'s plan for ``call`` with algorithm ``algo``.
 
     Args:
         call: the collective call (op, ranks, counts, root, in place).
         algo: a pyhccl template name for the op (:func:`flat_names`) or an HCCL registered name
             (:func:`hccl_names`), any case.
-        groups: this rank's group per algorithm level, level 0 first (``Layout.algo_groups``);
-            default one level of all ranks.
-        uniform: every group of a level has the same size (HCCL's symmetric layouts).
+        rank: the rank whose plan to build.
+        machine: the machine ``call`` runs on (:func:`pyhccl.topo.machine`): an HCCL name runs
+            over ``rank``'s group per level of it (``Machine.groups``); None: one flat level of
+            all ranks. pyhccl's templates run over all ranks either way.
 
     Raises:
         ValueError: unknown name for the op.
         NotRunnableError: a name pyhccl does not run, or a layout its executor cannot take;
             the message says why.
     """
-    g = None if groups is None else tuple(tuple(x) for x in groups)
-    return _build(call, algo, rank, g, uniform)
+    return _build(call, algo, rank, None if machine is None else machine.text)

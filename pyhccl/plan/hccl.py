@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..algo.registry import Registration
+from ..algo.registry import Registration, get
 from ..core.call import HCCL_OPS, Call
 from . import executors as ex
 from .executors import LayoutError, Levels
@@ -83,8 +83,7 @@ def executor_kind(executor: str) -> str:
 
 def not_runnable_reason(name: str) -> str | None:
     """Why the registered algorithm ``name`` never runs in pyhccl, or None when it can."""
-    from ..algo import registry
-    reg = registry.get(name)
+    reg = get(name)
     try:
         _check(reg)
     except NotRunnableError as e:

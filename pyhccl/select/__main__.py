@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..topo import calc_topo_info
+from ..core import settings
 from ..core.units import parse_size
+from ..topo import calc_topo_info
+from ..tune.profile import measured_profile
 from .cascade import DEVICES, ENGINE_KEYS, EXPANSION_MODES
 from .rules import RULES
 from .selection import MODES, SelectionError, select
@@ -38,10 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         topo = calc_topo_info(a.topo, a.rank)
-        sel = select(a.op, topo, parse_size(a.size), a.dtype, a.reduce_op, device=a.device,
-                     expansion_mode=a.expansion_mode, mode=a.mode, engine=a.engine, cascade=not a.no_cascade,
-                     algo=a.algo, inplace=a.inplace, deterministic=a.deterministic,
-                     symmetric_memory=a.symmetric_memory, tuning=a.tuning)
+        env = settings.selection(a.algo, a.mode, a.expansion_mode)
+        sel = select(a.op, topo, parse_size(a.size), a.dtype, a.reduce_op, device=a.device, engine=a.engine,
+                     cascade=not a.no_cascade, inplace=a.inplace, deterministic=a.deterministic,
+                     symmetric_memory=a.symmetric_memory, profile=measured_profile(settings.tuning_file(a.tuning)),
+                     **env)
     except SelectionError as exc:
         print(exc.selection)
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)

@@ -7,7 +7,6 @@ src/ops/op_common/selector/auto_selector_base.cc (``AutoSelectorBase::Select``,
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Callable
 
@@ -40,15 +39,14 @@ def initial_config(device: str, expansion_mode: str | None) -> E:
 
     Args:
         device: "950", "960" or "910_93".
-        expansion_mode: an HCCL_OP_EXPANSION_MODE value; None reads ``PYHCCL_OP_EXPANSION_MODE``,
-            and when that is unset the device's default applies.
+        expansion_mode: an HCCL_OP_EXPANSION_MODE value; None for the device's default.
 
     Raises:
         ValueError: unknown device or expansion mode; the message lists the valid ones.
     """
     if device not in DEVICES:
         raise ValueError(f"unknown device {device!r}{close_matches(device, DEVICES)}; valid: {', '.join(DEVICES)}")
-    mode = expansion_mode if expansion_mode is not None else os.environ.get("PYHCCL_OP_EXPANSION_MODE") or None
+    mode = expansion_mode
     if mode is None:
         return DEVICES[device][1]
     if mode not in EXPANSION_MODES:

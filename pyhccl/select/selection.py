@@ -9,19 +9,20 @@ rules and falls through to the cost model where they answer NOT_MATCH (docs/sele
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..algo.attrs import check_op, check_topo
-from ..algo.dtypes import HcclDataType, HcclReduceOp, parse_dtype, parse_reduce_op
+from ..algo.dtypes import HcclDataType, HcclReduceOp
 from ..algo.names import ENGINE_PREFIXES, OP_TYPES, OpExecuteConfig, close_matches
-from ..algo.predicates import DEFAULT_CCL_BUFFER_SIZE, OpCall
+from ..core.call import hccl_op
+from ..algo.predicates import DEFAULT_CCL_BUFFER_SIZE, OpCall, op_call
 from ..algo.registry import get, names, registrations
 from ..topo.info import TopoInfo
 from .cascade import DEVICES, ENGINE_KEYS, initial_config, is_rollback_aiv, run_cascade
 from .cost.model import CostResult, engine_priority, run_cost_model
 from .override import Override, parse_override
+from .profile import Profile
 from .rules import NOT_MATCH, RULES, Answer, Ctx
 from .tuner import Tuner, load_tuner
 
@@ -81,24 +82,34 @@ class Selection:
 
 
 def normalize_op(op: str) -> str:
-    """HCCL's Pascal op name for "AllReduce", "allreduce", "all_reduce", ...
+    """HCCL's Pascal op name for "AllReduce", "allreduce", "all_reduce", ... (one with HCCL rules).
+
+    pyhccl's ops are named by :func:`pyhccl.core.call.hccl_op`; HCCL's point-to-point ops, which
+    have rules but no pyhccl call (Send, Recv, BatchSendRecv), by HCCL's own table (alg_parse.cc).
 
     Raises:
         ValueError: unknown op; the message lists the valid ones.
     """
     key = str(op).replace("_", "").replace("-", "").lower()
-    if key not in OP_TYPES or OP_TYPES[key] not in RULES:
+    try:
+        name = hccl_op(str(op))
+    except ValueError:
+        name = OP_TYPES.get(key)
+    if name not in RULES:
         raise ValueError(f"unknown op {op!r}{close_matches(key, OP_TYPES)}; valid: {', '.join(RULES)}")
-    return OP_TYPES[key]
+    return name
 
 
 def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="sum", *, device: str = "950",
-           expansion_mode: str | None = None, mode: str | None = None, engine: str | None = None,
-           cascade: bool = True, algo: str | None = None, tuner: Tuner | str | None = None, inplace: bool = False,
-           deterministic: str = "false", symmetric_memory: bool = False,
-           ccl_buffer_size: int = DEFAULT_CCL_BUFFER_SIZE, has_send_counts: bool = True, root: int = 0,
-           tuning=None) -> Selection:
+           expansion_mode: str | None = None, mode: str = "auto", engine: str | None = None,
+           cascade: bool = True, algo: str | None = None, tuner: Tuner | str | None = None,
+           profile: Profile | None = None, inplace: bool = False, deterministic: str = "false",
+           symmetric_memory: bool = False, ccl_buffer_size: int = DEFAULT_CCL_BUFFER_SIZE,
+           has_send_counts: bool = True, root: int = 0) -> Selection:
     """The algorithm HCCL picks for ``op`` on ``topo_info`` with ``nbytes`` of ``dtype``.
+
+    Reads no environment: :func:`pyhccl.core.settings.selection` gives the keyword arguments
+    the ``PYHCCL_*`` variables set (``algo``, ``mode``, ``expansion_mode``, ``tuner``).
 
     Args:
         op: HCCL's op name ("AllReduce", "AllGather", ...; case and underscores ignored).
@@ -108,16 +119,16 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
         dtype: HCCL name ("fp16", "bfp16", "int8"), numpy name, or HcclDataType.
         reduce_op: "sum", "prod", "max" or "min".
         device: emulated device: "950" (default), "960" or "910_93".
-        expansion_mode: HCCL_OP_EXPANSION_MODE value; None reads PYHCCL_OP_EXPANSION_MODE.
-        mode: "auto", "rules" or "cost"; None reads PYHCCL_SELECTOR (default "auto").
+        expansion_mode: HCCL_OP_EXPANSION_MODE value; None for the device's default.
+        mode: "auto", "rules" or "cost" (PYHCCL_SELECTOR's values).
         engine: "CCU_MS", "CCU_SCHED", "AIV", "AICPU" or "DPU": start from that engine; with
             ``cascade=False`` return only that engine's rule answer (NOT_MATCH included).
         cascade: see ``engine``.
-        algo: PYHCCL_ALGO text; None reads the environment variable ("" disables).
-        tuner: a Tuner, a "module:attr" spec, or None to read PYHCCL_TUNER_PLUGIN.
-        tuning: a :class:`pyhccl.tune.Tuning` or a tuning file's path; None reads
-            PYHCCL_TUNING_FILE ("" disables). With measurements for ``op``, the measured profile
-            chooses (after an explicit override, before the rules): docs/tuning.md.
+        algo: PYHCCL_ALGO text: an HCCL name or the cost-model grammar; None or "" for none.
+        tuner: a Tuner, a "module:attr" spec (PYHCCL_TUNER_PLUGIN's form), or None / "" for none.
+        profile: a measured profile (:class:`~pyhccl.select.profile.Profile`, e.g.
+            :func:`pyhccl.tune.profile.measured_profile` of a tuning file); with prices for
+            ``op`` it chooses (after an explicit override, before the rules): docs/tuning.md.
         inplace, deterministic, symmetric_memory, ccl_buffer_size, has_send_counts, root: the
             other OpParam inputs HCCL's rules read, with HCCL's defaults (HCCL_DETERMINISTIC is
             "false", "true" or "strict").
@@ -132,7 +143,6 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
         raise TypeError(f"expecting topo_info as pyhccl.topo.TopoInfo, got {type(topo_info).__name__}")
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
         raise ValueError(f"expecting nbytes as an int >= 0, got {nbytes!r}")
-    mode = mode if mode is not None else os.environ.get("PYHCCL_SELECTOR") or "auto"
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (PYHCCL_SELECTOR){close_matches(mode, MODES)}; valid: {', '.join(MODES)}")
     if deterministic not in DETERMINISTIC:
@@ -142,9 +152,9 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
                          f"valid: {', '.join(ENGINE_KEYS)}")
     config = initial_config(device, expansion_mode)
     topo = replace(topo_info, device_type=DEVICES[device][0])
-    call = OpCall(op, nbytes, parse_dtype(dtype), parse_reduce_op(reduce_op), inplace, deterministic,
-                  symmetric_memory, ccl_buffer_size, has_send_counts, root,
-                  aiv_only=config == OpExecuteConfig.AIV_ONLY)
+    call = op_call(op, nbytes, dtype, reduce_op, inplace=inplace, deterministic=deterministic,
+                   symmetric_memory=symmetric_memory, ccl_buffer_size=ccl_buffer_size,
+                   has_send_counts=has_send_counts, root=root, aiv_only=config == OpExecuteConfig.AIV_ONLY)
     x = Ctx(topo, call)
     base = dict(op=op, mode=mode, call=call, topo=topo)
     if engine is not None and not cascade:
@@ -153,12 +163,9 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
                          rule_steps=((engine, ans),), **base)
     if engine is not None:
         config = _ENGINE_CONFIG[engine]
-    text = os.environ.get("PYHCCL_ALGO", "") if algo is None else algo
-    override = parse_override(text) if text.strip() else None
+    override = parse_override(algo) if algo and algo.strip() else None
     if isinstance(tuner, str):
         tuner = load_tuner(tuner)
-    elif tuner is None:
-        tuner = load_tuner()
     if override is not None and override.kind == "name":
         return _forced(override, x, base)
     notes = []
@@ -168,11 +175,11 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
         log.warning(notes[-1])
     if override is not None and override.kind == "grammar" and override.names_op(op):
         return _cost(x, config, base, notes, override, tuner, mode)
-    tuning = _tuning(tuning, topo_info)
-    if tuning is not None:
-        if op in tuning.ops():
-            return _measured(x, base, notes, tuning)
-        notes.append(f"tuning file {tuning.path or '(in memory)'} has no {op} measurements: HCCL's selection")
+    if profile is not None:
+        profile.check(topo_info)
+        if op in profile.ops():
+            return _measured(x, base, notes, profile)
+        notes.append(f"{profile.label} has no {op} measurements: HCCL's selection")
     steps: list[tuple[str, Answer]] = []
     if mode in ("rules", "auto"):
         ans, final = run_cascade(RULES[op], x, config, steps)
@@ -247,61 +254,34 @@ def _cost(x: Ctx, config: OpExecuteConfig, base: dict, notes: list[str], overrid
     return sel
 
 
-def _tuning(tuning, topo_info: TopoInfo):
-    """The Tuning to use (loaded once per file version), checked against this topology; or None."""
-    if tuning is None:
-        tuning = os.environ.get("PYHCCL_TUNING_FILE", "")
-    if isinstance(tuning, (str, os.PathLike)):
-        if not str(tuning):
-            return None
-        from ..tune.file import load_tuning_cached
-        tuning = load_tuning_cached(str(tuning))
-    from ..tune.file import Tuning
-    if not isinstance(tuning, Tuning):
-        raise TypeError(f"expecting tuning as a pyhccl.tune.Tuning or a file path, got {type(tuning).__name__}")
-    tuning.check_info(topo_info)
-    return tuning
-
-
-def _measured(x: Ctx, base: dict, notes: list[str], tuning) -> Selection:
-    from ..tune.profile import describe, measured_costs
+def _measured(x: Ctx, base: dict, notes: list[str], profile: Profile) -> Selection:
     op = x.call.op
-    res, source = measured_costs(op, x.topo, x.call, tuning)
-    notes = describe(tuning, op) + notes
+    res, source = profile.costs(op, x.topo, x.call)
+    notes = profile.describe(op) + notes
     if res.winner is None:
         sel = Selection(algorithm=NOT_MATCH, engine="-", source="measured", cost=res, notes=tuple(notes), **base)
         raise SelectionError(f"no {op} candidate has a price in the measured profile; trace:\n{sel}", sel)
     w = res.winner
-    notes.append(f"{w.name}'s price: {source.get(w.name, 'fit')} (tuning file)")
+    notes.append(f"{w.name}'s price: {source.get(w.name, 'fit')} ({profile.kind})")
     sel = Selection(algorithm=w.name, engine=w.engine, source="measured", cost=res, notes=tuple(notes), **base)
     log.debug("%s", sel)
     return sel
 
 
 @lru_cache(maxsize=4096)
-def _cached(op, topo_info, nbytes, dtype, reduce_op, root, items, env) -> Selection:
+def _cached(op, topo_info, nbytes, dtype, reduce_op, root, items) -> Selection:
     return select(op, topo_info, nbytes, dtype, reduce_op, root=root, **dict(items))
 
 
 def select_for(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="sum", root: int = 0,
                **op_param) -> Selection:
-    """:func:`select`, cached per (op, topology, size, dtype, reduce op, root, keywords, environment).
+    """:func:`select`, cached per (op, topology, size, dtype, reduce op, root, keywords).
 
-    A warm call is one dict lookup. The environment variables that steer selection
-    (PYHCCL_ALGO, PYHCCL_SELECTOR, PYHCCL_OP_EXPANSION_MODE, PYHCCL_TUNING_FILE) are part of
-    the key, so changing one takes effect on the next call (a tuning file is re-read when its
-    modification time changes). Calls with a tuner object or PYHCCL_TUNER_PLUGIN bypass the
-    cache (a plugin's costs may change between calls).
+    A warm call is one dict lookup. A profile is part of the key (equal profiles share
+    entries). Calls with a tuner bypass the cache (a plugin's costs may change between calls).
     """
-    if isinstance(op_param.get("tuner"), Tuner) or _ENV_TUNER():
+    if op_param.get("tuner"):
         return select(op, topo_info, nbytes, dtype, reduce_op, root=root, **op_param)
-    env = tuple(os.environ.get(k, "") for k in ("PYHCCL_ALGO", "PYHCCL_SELECTOR", "PYHCCL_OP_EXPANSION_MODE",
-                                                "PYHCCL_TUNING_FILE"))
     return _cached(op, topo_info, nbytes, dtype if isinstance(dtype, (str, HcclDataType)) else str(dtype),
                    reduce_op if isinstance(reduce_op, (str, HcclReduceOp)) else str(reduce_op), root,
-                   tuple(sorted(op_param.items())), env)
-
-
-def _ENV_TUNER() -> bool:  # noqa: N802
-    v = os.environ.get("PYHCCL_TUNER_PLUGIN", "")
-    return bool(v) and v.lower() != "none"
+                   tuple(sorted(op_param.items())))

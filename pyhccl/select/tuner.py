@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
@@ -146,8 +145,8 @@ class Tuner:
 _LOADED: dict[str, Tuner] = {}
 
 
-def load_tuner(spec: str | None = None) -> Tuner | None:
-    """The tuner named ``module:attr`` (default: ``PYHCCL_TUNER_PLUGIN``); None when unset or "none".
+def load_tuner(spec: str) -> Tuner | None:
+    """The tuner named ``module:attr`` (``PYHCCL_TUNER_PLUGIN``'s form); None for "" or "none".
 
     Loaded once per process (as HCCL does): a second call with the same spec returns the same
     Tuner, so a plugin disabled for errors or slowness stays disabled. A class is instantiated
@@ -157,7 +156,6 @@ def load_tuner(spec: str | None = None) -> Tuner | None:
         ValueError: a malformed spec or a module / attribute that does not exist.
         TypeError: the object lacks ``init`` or ``get_coll_info``.
     """
-    spec = os.environ.get("PYHCCL_TUNER_PLUGIN", "") if spec is None else spec
     if not spec or spec.lower() == "none":
         return None
     module, sep, attr = spec.partition(":")

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from .calc import calc_topo_info
 from .layout import LEVEL_NAMES, Layout
 from .spec import parse_topo
+from .topology import comm_topology
 
 __all__ = ["main"]
 
@@ -59,8 +60,6 @@ def _offline(args: argparse.Namespace) -> int:
 
 def _with_mpi(args: argparse.Namespace) -> int:
     from mpi4py import MPI
-
-    from .topology import comm_topology
 
     comm = MPI.COMM_WORLD
     try:

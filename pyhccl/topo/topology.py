@@ -21,13 +21,14 @@ the same ValueError on every rank, so none is left waiting.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, cast
 
+from ..core import settings
 from .calc import calc_topo_info
 from .info import TopoInfo
 from .layout import Coords, Layout
+from .machine import Machine, machine
 from .ranktable import load_rank_table
 from .spec import TopoSpec, parse_topo
 
@@ -64,6 +65,11 @@ class Topology:
         return self.layout.coords[self.rank]
 
     @property
+    def machine(self) -> Machine:
+        """The :class:`~pyhccl.topo.machine.Machine` of this layout (what ``build_plan`` takes); cached per layout."""
+        return machine(self.spec)
+
+    @property
     def groups(self) -> tuple[tuple[int, ...], ...]:
         """This rank's group at levels 0, 1 and 2 (ranks of the communicator)."""
         return self.layout.groups_of(self.rank)
@@ -76,14 +82,13 @@ class Topology:
 
 def resolve_topo(topo: Any = None, environ: Mapping[str, str] | None = None) -> tuple[TopoSpec | None, str]:
     """The spec by precedence, and where it came from; ``(None, "MPI")`` means detect from MPI."""
-    env = os.environ if environ is None else environ
     if topo is not None:
         return parse_topo(topo), "topo="
-    if env.get("PYHCCL_TOPO", "").strip():
-        return parse_topo(env["PYHCCL_TOPO"]), "PYHCCL_TOPO"
-    path = env.get("PYHCCL_RANK_TABLE", "").strip()
-    if path:
-        return load_rank_table(path), f"PYHCCL_RANK_TABLE={path}"
+    var, text = settings.topo_source(environ)
+    if var == "PYHCCL_TOPO":
+        return parse_topo(text), var
+    if var == "PYHCCL_RANK_TABLE":
+        return load_rank_table(text), f"PYHCCL_RANK_TABLE={text}"
     return None, "MPI"
 
 

@@ -15,13 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..algo import registry
-from ..core.call import OPS, canonical_op
-from ..plan.api import NotRunnableError, build_plan, flat_names
+from ..algo.names import parse_algo_ref
+from ..core.call import OPS, canonical_op, make_call
+from ..plan.api import NotRunnableError, build_plan
 from ..plan.ir import Kind
 from ..topo.machine import machine
-from ..verify.api import make_call
-from ..run.shm import split_engine
 from .file import LEVELS
 
 __all__ = ["FEATURES", "features", "call_for", "signature", "pool_identical"]
@@ -46,9 +44,7 @@ def _plans(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, root:
     """Every rank's plan of ``algorithm`` for HCCL data size ``nbytes`` on ``topo``."""
     m = machine(topo)
     call = call_for(op, m.nranks, nbytes, itemsize, root, in_place)
-    groups = None if algorithm in flat_names(call.op) else m.all_groups(len(registry.get(algorithm).levels))
-    return [build_plan(call, algorithm, r, None if groups is None else groups[r], uniform=m.layout.uniform)
-            for r in range(m.nranks)]
+    return [build_plan(call, algorithm, r, m) for r in range(m.nranks)]
 
 
 @lru_cache(maxsize=8192)
@@ -61,12 +57,12 @@ def signature(op: str, algorithm: str, topo: str, nbytes: int, itemsize: int, ro
     measurements are measurements of one thing. An engine suffix (``@shm``) or a name that does
     not build here gives a signature of its own.
     """
-    base, shm = split_engine(algorithm)
     try:
-        plans = _plans(op, base, topo, nbytes, itemsize, root, in_place)
+        ref = parse_algo_ref(algorithm)
+        plans = _plans(op, ref.name, topo, nbytes, itemsize, root, in_place)
     except (NotRunnableError, ValueError):
         return algorithm
-    return shm, tuple(p.steps for p in plans)
+    return ref.runtime, tuple(p.steps for p in plans)
 
 
 def pool_identical(op: str, times: dict[str, float], topo: str, nbytes: int, itemsize: int, root: int = 0,

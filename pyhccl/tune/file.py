@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.call import HCCL_OPS
+from ..topo.info import TopoInfo
+from ..topo.machine import machine
 
 __all__ = ["SCHEMA", "VERSION", "Point", "LevelCoeff", "Fit", "Tuning", "TuningError", "load_tuning",
            "load_tuning_cached",
@@ -131,9 +133,8 @@ class Tuning:
             raise TuningError(f"{where} was measured on topology {self.topo!r}, {what} is {topo!r}; "
                               f"tune with the same --topo (or PYHCCL_TOPO)")
 
-    def check_info(self, info: Any) -> None:
+    def check_info(self, info: TopoInfo) -> None:
         """Raise :class:`TuningError` unless a rank's TopoInfo matches the file's machine."""
-        from ..verify.api import machine
         mine = machine(self.topo).infos[0]
         for what, a, b in (("ranks", mine.user_rank_size, info.user_rank_size),
                            ("servers", mine.server_num, info.server_num),

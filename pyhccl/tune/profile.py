@@ -9,33 +9,78 @@ has points around the size; where any candidate has, the fit-only ones step asid
 error is larger than the gaps it would decide). Candidates are every HCCL name whose hard attributes accept the
 call, pyhccl's templates for the op, the same templates on the shared-memory engine where the
 file measured them (``NHR@shm``), and the wrapped MPI's own collective (:data:`NATIVE`); only
-this profile may choose the last two, and only from measurements.
+this profile may choose the last two, and only from measurements. :class:`MeasuredProfile` is
+the tuning file as selection takes it (:class:`pyhccl.select.profile.Profile`).
 """
 
 from __future__ import annotations
 
 import math
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
 from ..algo.attrs import check_op, check_topo
 from ..algo.dtypes import DATATYPE_SIZE
-from ..algo.names import OpExecuteConfig
+from ..algo.names import AlgoRef, OpExecuteConfig, Runtime, parse_algo_ref
 from ..algo.predicates import OpCall
 from ..algo.registry import registrations
 from ..core.call import HCCL_OPS
+from ..core.settings import ub_transfer_bytes
 from ..plan.api import NotRunnableError, flat_names
-from ..run.mpi import ub_transfer_bytes
-from ..run.shm import SUFFIX as SHM
 from ..select.cost.model import CostResult, CostRow, select_min_cost
 from ..select.tuner import Tuner, TunerCommInfo, TunerEntry
 from ..topo.info import TopoInfo
 from .features import features, pool_identical
-from .file import NATIVE, Tuning
+from .file import NATIVE, Tuning, load_tuning_cached
 from .fit import predict
 
-__all__ = ["MeasuredTuner", "measured_costs", "PYHCCL_ENGINE", "NATIVE_ENGINE"]
+__all__ = ["MeasuredProfile", "measured_profile", "MeasuredTuner", "measured_costs", "describe", "PYHCCL_ENGINE",
+           "NATIVE_ENGINE"]
 
 PYHCCL_ENGINE = "PYHCCL"       # pyhccl's one-level templates
 NATIVE_ENGINE = "MPI"          # the wrapped MPI library's collective
 SHM_ENGINE = "SHM"             # pyhccl's templates on the shared-memory engine (pyhccl.run.shm)
+
+
+@dataclass(frozen=True)
+class MeasuredProfile:
+    """A tuning file as the measured profile selection is handed (:class:`pyhccl.select.profile.Profile`)."""
+
+    tuning: Tuning
+    kind: ClassVar[str] = "tuning file"
+
+    @property
+    def label(self) -> str:
+        return f"tuning file {self.tuning.path or '(in memory)'}"
+
+    def ops(self) -> set[str]:
+        return self.tuning.ops()
+
+    def check(self, topo: TopoInfo) -> None:
+        self.tuning.check_info(topo)
+
+    def costs(self, op: str, topo: TopoInfo, call: OpCall) -> tuple[CostResult, dict[str, str]]:
+        return measured_costs(op, topo, call, self.tuning)
+
+    def describe(self, op: str) -> list[str]:
+        return describe(self.tuning, op)
+
+
+def measured_profile(tuning: Tuning | str | os.PathLike | None) -> MeasuredProfile | None:
+    """The profile of a tuning file (a :class:`Tuning`, or a path read once per file version); None for None or "".
+
+    Raises:
+        TuningError: a file that cannot be read or is not a valid tuning file.
+        TypeError: something else.
+    """
+    if tuning is None or (isinstance(tuning, (str, os.PathLike)) and not os.fspath(tuning)):
+        return None
+    if isinstance(tuning, (str, os.PathLike)):
+        tuning = load_tuning_cached(os.fspath(tuning))
+    if not isinstance(tuning, Tuning):
+        raise TypeError(f"expecting tuning as a pyhccl.tune.Tuning or a file path, got {type(tuning).__name__}")
+    return MeasuredProfile(tuning)
 
 
 class MeasuredTuner:
@@ -78,7 +123,8 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
     source: dict[str, str] = {}
     cands: list[tuple[str, str]] = [(r.name, r.engine.name) for r in registrations(op)]
     cands += [(n, PYHCCL_ENGINE) for n in flat_names(name)] + [(NATIVE, NATIVE_ENGINE)]
-    cands += [(n + SHM, SHM_ENGINE) for n in flat_names(name) if tuning.curve(op, n + SHM)]
+    shm = [str(AlgoRef(n, Runtime.SHM)) for n in flat_names(name)]
+    cands += [(n, SHM_ENGINE) for n in shm if tuning.curve(op, n)]
     regs = {r.name: r for r in registrations(op)}
     for algo, engine in cands:
         row = CostRow(algo, engine)
@@ -89,7 +135,7 @@ def measured_costs(op: str, topo: TopoInfo, call: OpCall, tuning: Tuning) -> tup
             if reason:
                 row.filtered = f"attributes: {reason}"
                 continue
-        if algo == NATIVE or algo.endswith(SHM):             # priced from measurements only
+        if algo == NATIVE or parse_algo_ref(algo).shm:      # priced from measurements only
             row.cost = row.model_cost = math.inf
             continue
         try:

@@ -14,18 +14,17 @@ import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Sequence
 
 from ..algo import registry
 from ..algo.attrs import check_op, check_topo
 from ..algo.dtypes import DATATYPE_SIZE, parse_dtype, parse_reduce_op
-from ..algo.predicates import OpCall
-from ..core.call import HCCL_OPS, OPS, Call, canonical_op
+from ..algo.predicates import op_call
+from ..core.call import OPS, Call, canonical_op, hccl_op
+from ..core.call import make_call as core_make_call
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
 from ..verify.sim import SimulationError, simulate
 from ..select import SelectionError, select_for
-from ..topo import TopoInfo, parse_topo
 from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
 
@@ -80,41 +79,26 @@ class VerifyResult:
 
 
 def hccl_op_name(op: str) -> str | None:
-    """HCCL's op type for ``op`` as the caller named it (AllToAllVC stays itself); None for Gather."""
-    key = str(op).replace("_", "").replace("-", "").lower()
-    if key == "alltoallvc":
-        return "AllToAllVC"
-    name = OPS[canonical_op(op)].hccl
-    return name if name in HCCL_OPS and registry.names(name) else None
+    """HCCL's op type for ``op`` (:func:`~pyhccl.core.call.hccl_op`); None where HCCL registers none (Gather)."""
+    name = hccl_op(op)
+    return name if registry.names(name) else None
 
 
 def make_call(op: str, nranks: int, *, count: int | None = None, root: int | None = None,
               counts: Sequence[int] | None = None, displs: Sequence[int] | None = None,
               send_count_matrix: Sequence[Sequence[int]] | None = None, in_place: bool = False) -> Call:
-    """The :class:`Call` for HCCL's arguments, with verify()'s defaults filled in.
+    """:func:`pyhccl.core.call.make_call` with verify()'s defaults: :data:`DEFAULT_COUNT`, uneven V counts.
 
     Raises:
         ValueError: an argument the op does not take, or a bad value (from :class:`Call`).
     """
-    op = canonical_op(op)
-    spec = OPS[op]
-    if root is not None and not spec.rooted:
-        raise ValueError(f"expecting root only for a rooted op (Broadcast, Reduce, Gather, Scatter), got root={root} "
-                         f"for {spec.hccl}")
-    if (counts is not None or displs is not None) and spec.vector != "counts":
-        raise ValueError(f"expecting counts/displs only for AllGatherV and ReduceScatterV, got them for {spec.hccl}")
-    if send_count_matrix is not None and spec.vector != "matrix":
-        raise ValueError(f"expecting send_count_matrix only for AllToAllV/AllToAllVC, got it for {spec.hccl}")
-    if spec.vector == "counts":
-        if counts is None:
-            counts = (count,) * nranks if count is not None else uneven_counts(nranks, op)
-        return Call(op, nranks, counts=tuple(counts), displs=None if displs is None else tuple(displs))
-    if spec.vector == "matrix":
-        m = send_count_matrix
-        if m is None:
-            m = tuple((count,) * nranks for _ in range(nranks)) if count is not None else uneven_matrix(nranks, op)
-        return Call(op, nranks, matrix=tuple(tuple(row) for row in m))
-    return Call(op, nranks, DEFAULT_COUNT if count is None else count, root=root or 0, in_place=in_place)
+    vector = OPS[canonical_op(op)].vector
+    if count is None and vector == "counts" and counts is None:
+        counts = uneven_counts(nranks, canonical_op(op))
+    if count is None and vector == "matrix" and send_count_matrix is None:
+        send_count_matrix = uneven_matrix(nranks, canonical_op(op))
+    return core_make_call(op, nranks, count=DEFAULT_COUNT if count is None else count, root=root, counts=counts,
+                          displs=displs, send_count_matrix=send_count_matrix, in_place=in_place)
 
 
 def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32", reduce_op: str | None = None,
@@ -242,7 +226,7 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
         name = algo
         if name not in flat_names(call.op):
             reg = registry.get(name)
-            opcall = OpCall(reg.op, nbytes, dt, rop, inplace, root=call.root)
+            opcall = op_call(reg.op, nbytes, dt, rop, inplace=inplace, root=call.root)
             for info in m.infos:
                 hard = (check_topo(reg.op, reg.engine, reg.topo, info, soft=False)
                         or check_op(reg.opattrs, opcall, info, soft=False))
@@ -257,14 +241,10 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
 
 def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
     """Build every rank's plan and simulate them."""
-    groups = None
-    if name not in flat_names(call.op):
-        groups = m.all_groups(len(registry.get(name).levels))
-    uniform = m.layout.uniform
     plans = []
     for r in range(m.nranks):
         try:
-            plans.append(build_plan(call, name, r, None if groups is None else groups[r], uniform=uniform))
+            plans.append(build_plan(call, name, r, m))
         except NotRunnableError as e:
             return done("not-runnable", name, str(e))
         except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise

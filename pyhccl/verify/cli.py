@@ -13,7 +13,9 @@ import time
 from collections import Counter, defaultdict
 from typing import Sequence
 
+from ..core import settings
 from ..core.call import OPS, canonical_op
+from ..plan.api import resolve_name
 from ..topo import parse_topo
 from .cases import parse_ranks
 from .sweep import AUTO, Outcome, Task, canonical_ops, default_jobs, expand_algos, make_tasks, run_tasks
@@ -48,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out-of-place", action="store_true", help="only the out-of-place form of each call")
     p.add_argument("--dtype", default="FP32", help="HCCL dtype (FP32, BFP16, HIF8, FP8E4M3, INT64, ...; default FP32)")
     p.add_argument("--reduce-op", default="sum", choices=("sum", "prod", "max", "min"))
-    p.add_argument("--expansion-mode", default=None, help="HCCL_OP_EXPANSION_MODE for auto (AI_CPU, AIV, CCU_MS, ...)")
+    p.add_argument("--expansion-mode", default=None,
+                   help="HCCL_OP_EXPANSION_MODE for auto (AI_CPU, AIV, CCU_MS, ...; default PYHCCL_OP_EXPANSION_MODE)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per call before it counts as failed, times (N/32)^2 above 32 ranks; 0 for "
                         f"none (default {DEFAULT_TIMEOUT:g})")
@@ -88,7 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.in_place:
         ops = [op for op in ops if OPS[op].in_place_ok]
     tasks = make_tasks(ops, tokens, flat, topos, counts=tuple(a.count) if a.count else None, places=places,
-                       dtype=a.dtype, reduce_op=a.reduce_op, expansion_mode=a.expansion_mode,
+                       dtype=a.dtype, reduce_op=a.reduce_op,
+                       expansion_mode=settings.expansion_mode(a.expansion_mode),
                        timeout=a.timeout or None)
     jobs = a.jobs or default_jobs()
     t0 = time.perf_counter()
@@ -122,7 +126,6 @@ def _check_algos(ops: list[str], tokens: list[str]) -> None:
         raise ValueError("expecting --algo names, got nothing")
     for t in tokens:
         if not any(expand_algos(op, [t]) for op in ops):
-            from ..plan.api import resolve_name
             resolve_name(ops[0], t)        # raises with the close matches
             raise ValueError(f"--algo {t!r} names no algorithm of {', '.join(ops)}")
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Action, Buf, Kind, Plan, Region
+from .atoms import AtomBuffer, rank_keys
 
 __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 
@@ -89,88 +89,6 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     return _Sim(plans, call, seed).run()
 
 
-@lru_cache(maxsize=8)
-def _keys(n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(1, 2**62, size=n, dtype=np.int64) | np.int64(1)
-
-
-class _Buffer:
-    """One buffer of one rank: its atoms and a value per atom.
-
-    ``val[0, atom]`` packs four int64 fields: number of contributions, sum of rank keys
-    (wrapping), bit set of ranks (N <= 64), input index its first element came from. Each rank
-    has its own atom grid: a grid shared by all ranks would tie together regions of different
-    ranks that merely share offsets, and uneven slices would then split it element by element.
-    """
-
-    CARD, KEY, MASK, ORIGIN = range(4)
-
-    def __init__(self, name: str, size: int, nranks: int, bounds: np.ndarray,
-                 on_split: Callable[[], None]) -> None:
-        self.name, self.size, self.on_split = name, size, on_split
-        self.starts = np.union1d(np.array([0, size], dtype=np.int64), bounds[(bounds > 0) & (bounds < size)])
-        a = len(self.starts) - 1
-        self.val = np.zeros((nranks, a, 4), np.int64)
-        self.writer = np.full((nranks, a), -1, np.int32)
-        self.reader = np.full((nranks, a), -1, np.int32)    # last step whose sends read the atom
-        self.widths = np.diff(self.starts)
-        self.cache: dict[Region, tuple] = {}
-
-    def split(self, xs: np.ndarray) -> None:
-        new = np.setdiff1d(xs, self.starts)
-        new = new[(new > 0) & (new < self.size)]
-        if not len(new):
-            return
-        starts = np.union1d(self.starts, new)
-        src = np.searchsorted(self.starts, starts[:-1], side="right") - 1
-        self.val = self.val[:, src]
-        self.val[:, :, self.ORIGIN] += starts[:-1] - self.starts[src]
-        self.writer, self.reader = self.writer[:, src], self.reader[:, src]
-        self.starts, self.widths = starts, np.diff(starts)
-        self.cache.clear()
-        self.on_split()
-
-    def lookup(self, r: Region) -> tuple:
-        """``(atom indices, atom widths)`` of ``r``, cached until the next split."""
-        hit = self.cache.get(r)
-        if hit is None:
-            idx = self.atoms(r)
-            hit = self.cache[r] = (idx, self.widths[idx])
-        return hit
-
-    def atoms(self, r: Region) -> np.ndarray | slice:
-        """Atom indices covering ``r`` in stream order (a slice when evenly spaced)."""
-        if r.repeat == 1:
-            a0, a1 = np.searchsorted(self.starts, (r.offset, r.offset + r.count))
-            if self.starts[a0] != r.offset or self.starts[a1] != r.offset + r.count:
-                self.split(np.array([r.offset, r.offset + r.count]))
-                return self.atoms(r)
-            return slice(int(a0), int(a1))
-        offs = r.offset + r.stride * np.arange(r.repeat, dtype=np.int64)
-        a0 = np.searchsorted(self.starts, offs)
-        a1 = np.searchsorted(self.starts, offs + r.count)
-        if (self.starts[a0] != offs).any() or (self.starts[a1] != offs + r.count).any():
-            self.split(np.concatenate([offs, offs + r.count]))
-            return self.atoms(r)
-        if (a1 - a0 == 1).all():
-            step = int(a0[1] - a0[0])
-            if (np.diff(a0) == step).all():
-                return slice(int(a0[0]), int(a0[-1]) + 1, step)
-            return a0
-        return np.concatenate([np.arange(x, y) for x, y in zip(a0, a1)])
-
-    def to_region_offsets(self, r: Region, stream: np.ndarray) -> np.ndarray:
-        piece = np.minimum(stream // max(r.count, 1), r.repeat - 1)
-        return r.offset + piece * (r.stride or 0) + (stream - piece * r.count)
-
-    def read(self, rank: int, idx) -> np.ndarray:
-        return self.val[0, idx].copy()
-
-    def write(self, rank: int, idx, v: np.ndarray, step: int) -> None:
-        self.val[0, idx] = v
-        self.writer[0, idx] = step
-
-
 class _Sim:
     def __init__(self, plans: Sequence[Plan], call: Call, seed: int) -> None:
         self.plans, self.call, self.in_place = plans, call, call.in_place
@@ -180,7 +98,7 @@ class _Sim:
         for r, p in enumerate(plans):
             if p.rank != r:
                 raise ValueError(f"expecting plans in rank order, got plan of rank {p.rank} at index {r}")
-        self.keys = _keys(n, seed)
+        self.keys = rank_keys(n, seed)
         self.use_mask = n <= _MASK_MAX_RANKS
         ins = [call.input_count(r) for r in range(n)]
         self.shift = [call.in_place_offset(r) if call.in_place else 0 for r in range(n)]
@@ -195,19 +113,19 @@ class _Sim:
         for r, p in enumerate(plans):
             bounds = self._bounds(p)
             self.bufs.append({
-                Buf.INPUT: _Buffer("in", nin, 1, bounds[Buf.INPUT], self.on_split),
-                Buf.OUTPUT: _Buffer("out", nout, 1, bounds[Buf.OUTPUT], self.on_split),
-                Buf.SCRATCH: _Buffer("scr", nscr, 1, bounds[Buf.SCRATCH], self.on_split),
+                Buf.INPUT: AtomBuffer("in", nin, 1, bounds[Buf.INPUT], self.on_split),
+                Buf.OUTPUT: AtomBuffer("out", nout, 1, bounds[Buf.OUTPUT], self.on_split),
+                Buf.SCRATCH: AtomBuffer("scr", nscr, 1, bounds[Buf.SCRATCH], self.on_split),
             })
             if not ins[r]:
                 continue
             first = self.bufs[r][Buf.OUTPUT if call.in_place else Buf.INPUT]
             init = first.atoms(Region(Buf.INPUT, self.shift[r], ins[r]))
-            first.val[0, init, _Buffer.CARD] = 1
-            first.val[0, init, _Buffer.ORIGIN] = first.starts[:-1][init] - self.shift[r]
-            first.val[0, init, _Buffer.KEY] = self.keys[r]
+            first.val[0, init, AtomBuffer.CARD] = 1
+            first.val[0, init, AtomBuffer.ORIGIN] = first.starts[:-1][init] - self.shift[r]
+            first.val[0, init, AtomBuffer.KEY] = self.keys[r]
             if self.use_mask:
-                first.val[0, init, _Buffer.MASK] = np.int64(1) << np.int64(r)
+                first.val[0, init, AtomBuffer.MASK] = np.int64(1) << np.int64(r)
         self.step = -1
 
     def _bounds(self, p: Plan) -> dict[Buf, np.ndarray]:
@@ -288,7 +206,7 @@ class _Sim:
         return hit
 
     def check_init(self, rank: int, v: np.ndarray, r: Region) -> None:
-        if not v[:, _Buffer.CARD].all():
+        if not v[:, AtomBuffer.CARD].all():
             raise self.fail(rank, f"reads {r}, which holds no data yet (read before write)")
 
     # -- run ------------------------------------------------------------------------------

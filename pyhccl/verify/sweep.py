@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from ..core.call import canonical_op
+from ..core.call import OPS, canonical_op
 from ..plan.api import flat_names, hccl_names, resolve_name
 from .api import VerifyResult, check, hccl_op_name, machine
 from .cases import calls
@@ -149,7 +149,6 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1) -> Iterator[Outcome]:
 
 def canonical_ops(text: str) -> list[str]:
     """``--op`` text (comma-separated, any naming; ``all``) to pyhccl's op names."""
-    from ..core.call import OPS
     if text.strip().lower() == "all":
         return list(OPS)
     return list(dict.fromkeys(canonical_op(t.strip()) for t in text.split(",") if t.strip()))

@@ -38,7 +38,8 @@ from .nhr import (all_gather_nhr, allreduce_nhr, allreduce_nhr_aicpu_reduce, nhr
 from .ordered import allreduce_ordered, reduce_scatter_ordered_group, reduce_scatter_ordered_level1
 from .rhd import all_gather_rhd, allreduce_rhd, reduce_scatter_rhd
 from .ring import all_gather_ring, allreduce_ring, reduce_scatter_ring
-from .rooted import BCAST, GATHER, REDUCE, SCATTER
+from .bcast_reduce import BCAST, REDUCE
+from .rooted import GATHER, SCATTER
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
 AR = {
