@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from numbers import Integral
+from operator import index
 from typing import Any, Callable
 
 import numpy as np
@@ -219,6 +220,16 @@ def _why_not(spec: Any, vector: bool) -> str:
         return f"dtype {arr.dtype}"
     return ""
 
+
+
+def _ints(values: Any, n: int, name: str) -> tuple[int, ...]:
+    try:
+        out = tuple(index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"expecting {name} as a sequence of {n} ints, got {values!r}") from None
+    if len(out) != n or any(v < 0 for v in out):
+        raise ValueError(f"expecting {name}: {n} non-negative ints (one per rank), got {list(out)}")
+    return out
 
 
 def _is_int(x: Any) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from numbers import Integral
-from operator import index
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -94,16 +93,6 @@ def _blocks(buf: Buffer, n: int, name: str) -> int:
         raise ValueError(f"expecting {name} to hold {n} equal blocks (one per rank), got {size} elements; "
                          "give the block's count as [buf, count, datatype]")
     return size // n
-
-
-def _ints(values: Any, n: int, name: str) -> tuple[int, ...]:
-    try:
-        out = tuple(index(v) for v in values)
-    except TypeError:
-        raise TypeError(f"expecting {name} as a sequence of {n} ints, got {values!r}") from None
-    if len(out) != n or any(v < 0 for v in out):
-        raise ValueError(f"expecting {name}: {n} non-negative ints (one per rank), got {list(out)}")
-    return out
 
 
 def _disjoint(buf: Buffer, name: str, rule: str) -> None:

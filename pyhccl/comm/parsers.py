@@ -9,11 +9,13 @@ import numpy as np
 from mpi4py import MPI
 
 from ..core.call import Call
-from .buffers import Buffer, unsupported_form, as_array, as_vector, in_place, reduce_op_name, reduce_ufunc, unsupported_op
-from .job import (Env, Job, _apart, _blocks, _disjoint, _given, _ints, _mismatch, _out, _overlap, _root, _stage,
-                  _staged)
+from .buffers import (Buffer, _ints, as_array, as_vector, in_place, reduce_op_name, reduce_ufunc, unsupported_form,
+                      unsupported_op)
+from .job import (Env, Job, _apart, _blocks, _disjoint, _given, _mismatch, _out, _overlap, _root, _stage,
+                  _staged, _writeable)
 
-__all__ = ["PARSERS"]
+__all__ = ["PARSERS", "allreduce", "reduce", "bcast", "allgather", "gather", "scatter", "reduce_scatter_block",
+           "reduce_scatter", "allgatherv", "alltoall", "alltoallv", "barrier"]
 
 
 # -- the parsers: one per method, mpi4py's arguments after the Env ------------------------------
