@@ -20,7 +20,8 @@ from mpi4py import MPI
 from .. import gpu
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_OPS", "Buffer", "as_array", "as_vector", "in_place", "reduce_ufunc",
-           "reduce_op_name", "dtype_by_name", "unsupported_op", "unsupported_form"]
+           "reduce_op_name", "dtype_by_name", "unsupported_op", "unsupported_form",
+           "count_list"]
 
 try:  # bfloat16 (HCCL's BF16) comes from ml_dtypes when it is installed
     from ml_dtypes import bfloat16 as _bfloat16
@@ -154,10 +155,10 @@ def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None
     size = arr.size
     if counts is None:
         counts = [size // blocks + (size % blocks > i) for i in range(blocks)]
-    counts = _ints(counts, blocks, f"counts of {name}")
+    counts = count_list(counts, blocks, f"counts of {name}")
     if displs is None:
         displs = [sum(counts[:i]) for i in range(blocks)]
-    displs = _ints([index(displs) * i for i in range(blocks)] if _is_int(displs) else displs, blocks,
+    displs = count_list([index(displs) * i for i in range(blocks)] if _is_int(displs) else displs, blocks,
                    f"displs of {name}")
     for j, (c, d) in enumerate(zip(counts, displs)):
         if c and d + c > size:
@@ -222,7 +223,7 @@ def _why_not(spec: Any, vector: bool) -> str:
 
 
 
-def _ints(values: Any, n: int, name: str) -> tuple[int, ...]:
+def count_list(values: Any, n: int, name: str) -> tuple[int, ...]:
     try:
         out = tuple(index(v) for v in values)
     except TypeError:

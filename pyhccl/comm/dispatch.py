@@ -48,7 +48,7 @@ class Dispatcher:
             stand-in there to play the other ranks' answers.
         last_selection: the selection behind the last collective.
         fallbacks: calls handed to the wrapped communicator.
-        pool: scratch space of the plans (:meth:`share_scratch` shares one between communicators).
+        pool: scratch space of the plans (``Communicator.share_scratch`` shares one between communicators).
     """
 
     def __init__(self, comm: MPI.Intracomm, pcomm: MPI.Intracomm, planner: Planner, *, check: bool,

@@ -14,7 +14,9 @@ from .. import gpu
 from ..core.call import Call
 from .buffers import Buffer, in_place
 
-__all__ = ["Env", "Job", "job_key", "shared_shape", "total", "nbytes", "describe"]
+__all__ = ["Env", "Job", "job_key", "shared_shape", "total", "nbytes", "describe", "root_index", "require_buffer",
+           "mismatch", "output_view", "require_apart", "block_count", "require_disjoint", "overlaps", "location",
+           "writeable", "stage", "staged"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,7 @@ class Job:
     device: gpu.DeviceBackend | None = None
 
 
-def _root(root: Any, n: int) -> int:
+def root_index(root: Any, n: int) -> int:
     if isinstance(root, bool) or not isinstance(root, Integral):
         raise TypeError(f"expecting root as an int, got {type(root).__name__}")
     if not 0 <= root < n:
@@ -53,41 +55,41 @@ def _root(root: Any, n: int) -> int:
     return int(root)
 
 
-def _given(spec: Any, name: str, where: str) -> None:
+def require_buffer(spec: Any, name: str, where: str) -> None:
     if in_place(spec):
         raise TypeError(f"expecting {name} as a buffer {where}, got {spec!r}")
 
 
-def _mismatch(a: Buffer, b: Buffer) -> str:
+def mismatch(a: Buffer, b: Buffer) -> str:
     """The fallback reason for differing dtypes ("" if none); sendbuf ``a`` and recvbuf ``b`` in different memory raise.
 
     Raises:
         ValueError: one buffer on the host and the other on a device, or on two devices.
     """
     if a.device is not b.device or (a.device is not None and a.device.where(a.array) != a.device.where(b.array)):
-        raise ValueError(f"expecting sendbuf and recvbuf in the same memory, got sendbuf {_where(a)} and recvbuf "
-                         f"{_where(b)}; copy one of them to the other's device (cupy.asarray / cupy.asnumpy)")
+        raise ValueError(f"expecting sendbuf and recvbuf in the same memory, got sendbuf {location(a)} and recvbuf "
+                         f"{location(b)}; copy one of them to the other's device (cupy.asarray / cupy.asnumpy)")
     da, db = a.array.dtype, b.array.dtype
     return "" if da == db else f"send dtype {da} differs from receive dtype {db}"
 
 
-def _out(buf: Buffer, count: int, name: str, what: str) -> np.ndarray:
+def output_view(buf: Buffer, count: int, name: str, what: str) -> np.ndarray:
     """The first ``count`` elements of a buffer pyhccl writes: big enough and writable."""
     arr = buf.array
     if arr.size < count:
         raise ValueError(f"expecting {name} to hold at least {count} elements ({what}), got {arr.size}")
-    if not _writeable(arr):
+    if not writeable(arr):
         raise ValueError(f"expecting a writable {name}, got a read-only buffer")
     return arr[:count]
 
 
-def _apart(src: Any, dst: Any, fix: str) -> None:
+def require_apart(src: Any, dst: Any, fix: str) -> None:
     if src.size and dst.size and (np.may_share_memory(src, dst) if isinstance(src, np.ndarray)
                                   else gpu.backend_of(src).may_share_memory(src, dst)):
         raise ValueError(f"sendbuf and recvbuf overlap; {fix}")
 
 
-def _blocks(buf: Buffer, n: int, name: str) -> int:
+def block_count(buf: Buffer, n: int, name: str) -> int:
     size = buf.array.size
     if size % n:
         raise ValueError(f"expecting {name} to hold {n} equal blocks (one per rank), got {size} elements; "
@@ -95,7 +97,7 @@ def _blocks(buf: Buffer, n: int, name: str) -> int:
     return size // n
 
 
-def _disjoint(buf: Buffer, name: str, rule: str) -> None:
+def require_disjoint(buf: Buffer, name: str, rule: str) -> None:
     """Receive blocks must not overlap (MPI: a receive buffer's elements are written once)."""
     spans = sorted((d, d + c, j) for j, (c, d) in enumerate(zip(buf.counts, buf.displs)) if c)
     for (lo0, hi0, a), (lo1, _, b) in zip(spans, spans[1:]):
@@ -104,29 +106,29 @@ def _disjoint(buf: Buffer, name: str, rule: str) -> None:
                              f"counts[{a}] = {hi0 - lo0} at displs[{a}] = {lo0} overlapping displs[{b}] = {lo1}")
 
 
-def _overlap(displs: Sequence[int], counts: Sequence[int]) -> bool:
+def overlaps(displs: Sequence[int], counts: Sequence[int]) -> bool:
     spans = sorted((d, d + c) for d, c in zip(displs, counts) if c)
     return any(lo < hi for (_, hi), (lo, _) in zip(spans, spans[1:]))
 
 
-def _where(buf: Buffer) -> str:
+def location(buf: Buffer) -> str:
     return "on the host" if buf.device is None else buf.device.where(buf.array)
 
 
-def _writeable(arr: Any) -> bool:
+def writeable(arr: Any) -> bool:
     """Whether pyhccl may write ``arr`` (device arrays have no read-only flag)."""
     return arr.flags.writeable if isinstance(arr, np.ndarray) else True
 
 
-def _stage(env: Env, like: Buffer, count: int) -> Any:
+def stage(env: Env, like: Buffer, count: int) -> Any:
     """Work space for ``count`` elements of ``like``'s dtype in ``like``'s memory (host staging or its device)."""
     dtype = like.array.dtype
     return env.stage(dtype, count) if like.device is None else like.device.empty(count, dtype, like.array)
 
 
-def _staged(env: Env, like: Buffer, src: Any) -> Any:
+def staged(env: Env, like: Buffer, src: Any) -> Any:
     """A copy of ``src`` (an array in ``like``'s memory) in work space beside it."""
-    dst = _stage(env, like, src.size)
+    dst = stage(env, like, src.size)
     if like.device is None:
         np.copyto(dst, src)
     else:

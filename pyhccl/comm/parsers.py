@@ -9,10 +9,10 @@ import numpy as np
 from mpi4py import MPI
 
 from ..core.call import Call
-from .buffers import (Buffer, _ints, as_array, as_vector, in_place, reduce_op_name, reduce_ufunc, unsupported_form,
-                      unsupported_op)
-from .job import (Env, Job, _apart, _blocks, _disjoint, _given, _mismatch, _out, _overlap, _root, _stage,
-                  _staged, _writeable)
+from .buffers import (Buffer, as_array, as_vector, count_list, in_place, reduce_op_name, reduce_ufunc,
+                      unsupported_form, unsupported_op)
+from .job import (Env, Job, block_count, mismatch, output_view, overlaps, require_apart, require_buffer,
+                  require_disjoint, root_index, stage, staged, writeable)
 
 __all__ = ["PARSERS", "allreduce", "reduce", "bcast", "allgather", "gather", "scatter", "reduce_scatter_block",
            "reduce_scatter", "allgatherv", "alltoall", "alltoallv", "barrier"]
@@ -30,69 +30,69 @@ def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if rb is None or sb is None:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sb, rb):
+    if why := mismatch(sb, rb):
         return why
     count = sb.array.size
-    out = _out(rb, count, "recvbuf", "the send count")
+    out = output_view(rb, count, "recvbuf", "the send count")
     if not inplace:
-        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+        require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("allreduce", env.size, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
                ufunc, reduce_op_name(op), rb.device)
 
 
 def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> Job | str:
     """Reduce: recvbuf is read at the root only; MPI.IN_PLACE (sendbuf) at the root."""
-    root = _root(root, env.size)
+    root = root_index(root, env.size)
     ufunc = reduce_ufunc(op)
     if ufunc is None:
         return unsupported_op(op)
     at_root = env.rank == root
     inplace = at_root and in_place(sendbuf)
     if not at_root:
-        _given(sendbuf, "sendbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
+        require_buffer(sendbuf, "sendbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
     elif in_place(recvbuf):
         raise TypeError("expecting recvbuf as a buffer at the root, got None")
     rb = as_array(recvbuf, name="recvbuf") if at_root else None
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if sb is None or (at_root and rb is None):
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if rb is not None and (why := _mismatch(sb, rb)):
+    if rb is not None and (why := mismatch(sb, rb)):
         return why
     count = sb.array.size
     if at_root:
-        out = _out(rb, count, "recvbuf", "the send count")
+        out = output_view(rb, count, "recvbuf", "the send count")
         if not inplace:
-            _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
+            require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
     else:
-        out = _stage(env, sb, count)          # the templates' work space; never the user's
+        out = stage(env, sb, count)          # the templates' work space; never the user's
     return Job(Call("reduce", env.size, count, root, in_place=inplace), out.dtype, out if inplace else sb.array,
                out, ufunc, reduce_op_name(op), sb.device)
 
 
 def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
     """Bcast: one buffer, read at the root, written elsewhere."""
-    root = _root(root, env.size)
+    root = root_index(root, env.size)
     b = as_array(buf, name="buf")
     if b is None:
         return unsupported_form(buf=buf)
     arr = b.array
     if env.rank != root:
-        _out(b, arr.size, "buf", "")
-    elif not _writeable(arr):                          # the templates may rewrite the root's data
-        arr = _staged(env, b, arr)
+        output_view(b, arr.size, "buf", "")
+    elif not writeable(arr):                          # the templates may rewrite the root's data
+        arr = staged(env, b, arr)
     return Job(Call("broadcast", env.size, arr.size, root), arr.dtype, arr, arr, device=b.device)
 
 
 def _gathered(sb: Buffer, rb: Buffer, n: int, inplace: bool, hint: str) -> tuple[int, np.ndarray]:
     """(per-rank count, output array) of a gathering op: recvbuf holds n blocks of the send count."""
-    block = _blocks(rb, n, "recvbuf")
+    block = block_count(rb, n, "recvbuf")
     count = block if inplace else sb.array.size
     if block != count:
         raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
                          f"{n} blocks of {block}")
-    out = _out(rb, n * count, "recvbuf", f"{n} blocks of the send count")
+    out = output_view(rb, n * count, "recvbuf", f"{n} blocks of the send count")
     if not inplace:
-        _apart(sb.array, out, hint)
+        require_apart(sb.array, out, hint)
     return count, out
 
 
@@ -104,7 +104,7 @@ def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if rb is None or sb is None:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sb, rb):
+    if why := mismatch(sb, rb):
         return why
     count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf to gather in place")
     return Job(Call("all_gather", n, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
@@ -114,18 +114,18 @@ def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
 def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     """Gather: recvbuf (size blocks) is read at the root only; MPI.IN_PLACE (sendbuf) at the root."""
     n = env.size
-    root = _root(root, n)
+    root = root_index(root, n)
     at_root = env.rank == root
     inplace = at_root and in_place(sendbuf)
     if not at_root:
-        _given(sendbuf, "sendbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
+        require_buffer(sendbuf, "sendbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
     elif in_place(recvbuf):
         raise TypeError("expecting recvbuf as a buffer at the root, got None")
     rb = as_array(recvbuf, n, "recvbuf") if at_root else None
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if sb is None or (at_root and rb is None):
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if rb is not None and (why := _mismatch(sb, rb)):
+    if rb is not None and (why := mismatch(sb, rb)):
         return why
     if not at_root:
         arr = sb.array
@@ -138,28 +138,28 @@ def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
 def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     """Scatter: sendbuf (size blocks) is read at the root only; MPI.IN_PLACE (recvbuf) at the root."""
     n = env.size
-    root = _root(root, n)
+    root = root_index(root, n)
     at_root = env.rank == root
     inplace = at_root and in_place(recvbuf)
     if not at_root:
-        _given(recvbuf, "recvbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
+        require_buffer(recvbuf, "recvbuf", "on a non-root rank (MPI.IN_PLACE is the root's)")
     elif in_place(sendbuf):
         raise TypeError("expecting sendbuf as a buffer at the root, got None")
     sb = as_array(sendbuf, n, "sendbuf") if at_root else None
     rb = None if inplace else as_array(recvbuf, name="recvbuf")
     if (at_root and sb is None) or (not inplace and rb is None):
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if sb is not None and rb is not None and (why := _mismatch(sb, rb)):
+    if sb is not None and rb is not None and (why := mismatch(sb, rb)):
         return why
     if not at_root:
-        out = _out(rb, rb.array.size, "recvbuf", "")
+        out = output_view(rb, rb.array.size, "recvbuf", "")
         return Job(Call("scatter", n, out.size, root), out.dtype, out[:0], out, device=rb.device)
-    count = _blocks(sb, n, "sendbuf")
+    count = block_count(sb, n, "sendbuf")
     if inplace:                 # the root's block stays where it is: receive it into staging
-        out = _stage(env, sb, count)
+        out = stage(env, sb, count)
     else:
-        out = _out(rb, count, "recvbuf", "one block of sendbuf")
-        _apart(sb.array, out, "pass MPI.IN_PLACE as recvbuf at the root to leave the root's block in place")
+        out = output_view(rb, count, "recvbuf", "one block of sendbuf")
+        require_apart(sb.array, out, "pass MPI.IN_PLACE as recvbuf at the root to leave the root's block in place")
     return Job(Call("scatter", n, count, root), out.dtype, sb.array[:n * count], out, device=sb.device)
 
 
@@ -174,15 +174,15 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     sb = rb if inplace else as_array(sendbuf, n, "sendbuf")
     if rb is None or sb is None:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sb, rb):
+    if why := mismatch(sb, rb):
         return why
-    count = _blocks(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
+    count = block_count(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
     if inplace:
-        out = _out(rb, n * count, "recvbuf", "")
+        out = output_view(rb, n * count, "recvbuf", "")
         return Job(Call("reduce_scatter", n, count, in_place=True), out.dtype, out, out, ufunc,
                    reduce_op_name(op), rb.device)
-    out = _out(rb, count, "recvbuf", "one block of sendbuf")
-    _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+    out = output_view(rb, count, "recvbuf", "one block of sendbuf")
+    require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), rb.device)
 
 
@@ -201,29 +201,29 @@ def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[in
     sb = rb if inplace else as_array(sendbuf, name="sendbuf")
     if rb is None or sb is None:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sb, rb):
+    if why := mismatch(sb, rb):
         return why
     if recvcounts is None:
         if inplace:
             raise ValueError("expecting recvcounts with MPI.IN_PLACE (recvbuf then holds the input), got None")
         counts = tuple(env.allgather(rb.array.size))
     else:
-        counts = _ints(recvcounts, n, "recvcounts")
+        counts = count_list(recvcounts, n, "recvcounts")
     total, mine = sum(counts), counts[rank]
     src = "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf"
     if sb.array.size < total:
         raise ValueError(f"expecting {src} to hold at least sum(recvcounts) = {total} elements, got {sb.array.size}")
-    out = _out(rb, total, "recvbuf", "sum(recvcounts) with MPI.IN_PLACE") if inplace else \
-        _out(rb, mine, "recvbuf", f"recvcounts[{rank}]")
+    out = output_view(rb, total, "recvbuf", "sum(recvcounts) with MPI.IN_PLACE") if inplace else \
+        output_view(rb, mine, "recvbuf", f"recvcounts[{rank}]")
     if not inplace:
-        _apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+        require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     dev = rb.device
     if len(set(counts)) == 1:
         call = Call("reduce_scatter", n, mine, in_place=inplace)
         return Job(call, out.dtype, out if inplace else sb.array[:total], out, ufunc, reduce_op_name(op), dev)
     inp = sb.array[:total]
     if inplace:                 # ReduceScatterV has no in-place form: stage the input
-        inp = _staged(env, rb, out)
+        inp = staged(env, rb, out)
         out = out[:mine]
     return Job(Call("reduce_scatter_v", n, counts=counts), out.dtype, inp, out, ufunc, reduce_op_name(op), dev)
 
@@ -236,20 +236,20 @@ def allgatherv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     sb = rv if inplace else as_array(sendbuf, name="sendbuf")
     if rv is None or sb is None:
         return unsupported_form(("recvbuf",), sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sb, rv):
+    if why := mismatch(sb, rv):
         return why
-    _disjoint(rv, "recvbuf", "each rank's block its own memory")
+    require_disjoint(rv, "recvbuf", "each rank's block its own memory")
     call = Call("all_gather_v", n, counts=rv.counts, displs=rv.displs)
-    out = _out(rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
+    out = output_view(rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
     lo, k = rv.displs[rank], rv.counts[rank]
     if inplace:                 # AllGatherV has no in-place form: stage this rank's block
-        inp = _staged(env, rv, out[lo:lo + k])
+        inp = staged(env, rv, out[lo:lo + k])
     else:
         inp = sb.array
         if inp.size != k:
             raise ValueError(f"expecting sendbuf to hold counts[{rank}] = {k} elements (recvbuf's count for "
                              f"this rank), got {inp.size}")
-        _apart(inp, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
+        require_apart(inp, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
     return Job(call, out.dtype, inp, out, device=rv.device)
 
 
@@ -261,19 +261,19 @@ def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     sb = rb if inplace else as_array(sendbuf, n, "sendbuf")
     if rb is None or sb is None:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sb, rb):
+    if why := mismatch(sb, rb):
         return why
-    count = _blocks(sb, n, "sendbuf")
-    block = _blocks(rb, n, "recvbuf")
+    count = block_count(sb, n, "sendbuf")
+    block = block_count(rb, n, "recvbuf")
     if block != count:
         raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (sendbuf's block), got "
                          f"{n} blocks of {block}")
-    out = _out(rb, n * count, "recvbuf", "")
+    out = output_view(rb, n * count, "recvbuf", "")
     inp = sb.array
     if inplace:                 # AllToAll has no in-place form: stage the blocks to send
-        inp = _staged(env, rb, out)
+        inp = staged(env, rb, out)
     else:
-        _apart(inp, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
+        require_apart(inp, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
     return Job(Call("alltoall", n, count), out.dtype, inp, out, device=rb.device)
 
 
@@ -285,11 +285,11 @@ def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     sv = rv if inplace else as_vector(sendbuf, n, "sendbuf")
     if rv is None or sv is None:
         return unsupported_form(("sendbuf", "recvbuf"), sendbuf=sendbuf, recvbuf=recvbuf)
-    if why := _mismatch(sv, rv):
+    if why := mismatch(sv, rv):
         return why
-    out = _out(rv, rv.array.size, "recvbuf", "")
+    out = output_view(rv, rv.array.size, "recvbuf", "")
     if not inplace:
-        _apart(sv.array, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
+        require_apart(sv.array, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
     rows = env.allgather((sv.counts, sv.displs, rv.counts, rv.displs))
     matrix = tuple(row[0] for row in rows)
     for j, row in enumerate(rows):
@@ -298,14 +298,15 @@ def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
                 raise ValueError(f"expecting rank {j}'s recvbuf counts[{i}] = {matrix[i][j]} (what rank {i} sends "
                                  f"it), got {got}")
     for j, row in enumerate(rows):          # every rank checks every rank's blocks: all raise alike
-        _disjoint(Buffer(out, counts=row[2], displs=row[3]), f"rank {j}'s recvbuf", "each peer's block its own memory")
-    if any(_overlap(row[1], row[0]) for row in rows):
+        require_disjoint(Buffer(out, counts=row[2], displs=row[3]), f"rank {j}'s recvbuf",
+                         "each peer's block its own memory")
+    if any(overlaps(row[1], row[0]) for row in rows):
         return "send blocks that overlap (MPI allows them; pyhccl's plans do not)"
     call = Call("alltoallv", n, matrix=matrix, sdispls=tuple(row[1] for row in rows),
                 rdispls=tuple(row[3] for row in rows))
     inp = sv.array
     if inplace:                 # AllToAllV has no in-place form: stage the blocks to send
-        inp = _staged(env, rv, out[:call.input_count(rank)])
+        inp = staged(env, rv, out[:call.input_count(rank)])
     return Job(call, out.dtype, inp, out, device=rv.device)
 
 
