@@ -33,8 +33,6 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import pyhccl  # noqa: E402
-from pyhccl.plan import build_plan  # noqa: E402
-from pyhccl.run.mpi import compile_plan  # noqa: E402
 from pyhccl.tune import NATIVE, Point, Tuning  # noqa: E402
 
 
@@ -59,11 +57,7 @@ def main() -> int:
     y = np.empty_like(x)
     comm.Allreduce(x, y)
     name = comm.last_selection.algorithm if comm.last_selection else comm.algo
-    groups = comm.topology.layout.algo_groups(world.Get_rank(), 1) if name in pyhccl.plan.api.flat_names("allreduce") \
-        else comm.topology.layout.algo_groups(world.Get_rank(), len(pyhccl.algo.registry.get(name).levels))
-    plan = compile_plan(build_plan(pyhccl.Call("allreduce", world.Get_size(), a.count), name, world.Get_rank(),
-                                   None if name in pyhccl.plan.api.flat_names("allreduce") else groups,
-                                   uniform=comm.topology.layout.uniform), 4)
+    (plan,) = comm.compiled_plans.values()              # the plan the communicator runs, run directly
     scratch = np.empty(max(plan.scratch_count, 1), np.float32)
     pcomm = world.Dup()
     # a communicator whose tuning file makes native MPI the cheapest: its warm call hands straight to native

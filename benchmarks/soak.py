@@ -47,24 +47,24 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import pyhccl  # noqa: E402
-import pyhccl.comm  # noqa: E402
+from pyhccl.comm.warm import WarmCache  # noqa: E402
 
 MiB = 1 << 20
 
-# -- warm-path counter: pyhccl.comm._warm returns the remembered job of a repeated call ------------
+# -- warm-path counter: WarmCache.lookup returns the remembered call of a repeated call -------------
 _warm_hits = 0
-_warm = pyhccl.comm._warm
+_lookup = WarmCache.lookup
 
 
-def _counting_warm(c, method, args):
+def _counting_lookup(cache, method, args):
     global _warm_hits
-    hit = _warm(c, method, args)
+    hit = _lookup(cache, method, args)
     if hit is not None:
         _warm_hits += 1
     return hit
 
 
-pyhccl.comm._warm = _counting_warm
+WarmCache.lookup = _counting_lookup
 
 
 def rss_bytes() -> int:

@@ -5,6 +5,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
+import pyhccl.comm.agree
 from pyhccl.bench import main as bench_main
 from pyhccl.plan.api import NotRunnableError, flat_names
 
@@ -151,14 +152,14 @@ def test_gather_has_no_selector_and_runs_the_first_template():
 
 
 def test_selected_algorithm_that_does_not_run_falls_back_to_a_template(monkeypatch, caplog):
-    real = pyhccl.comm.build_plan
+    real = pyhccl.comm.agree.build_plan
 
     def hccl_unrunnable(call, name, rank, groups=None, **kw):
         if name not in flat_names(call.op):
             raise NotRunnableError(f"{name} is not runnable in this test")
         return real(call, name, rank, groups, **kw)
 
-    monkeypatch.setattr(pyhccl.comm, "build_plan", hccl_unrunnable)
+    monkeypatch.setattr(pyhccl.comm.agree, "build_plan", hccl_unrunnable)
     c = comm()
     out = np.zeros(5, np.int64)
     with caplog.at_level("INFO", logger="pyhccl"):
@@ -195,14 +196,14 @@ class TwoRanks:
 ])
 def test_ranks_that_disagree_fail_together(other, match):
     c = comm(topo="1x1x1")
-    c._pcomm = TwoRanks(other)
+    c.dispatcher.agree_comm = TwoRanks(other)
     with pytest.raises((ValueError, RuntimeError), match=match):
         c.Allgather(np.ones(4), np.zeros(4))
 
 
 def test_a_rank_whose_selection_does_not_run_takes_everyone_to_the_template(caplog):
     c = comm(topo="1x1x1")
-    c._pcomm = TwoRanks(lambda o: (*o[:2], None, "fallback", "SelectionError: nothing matches"))
+    c.dispatcher.agree_comm = TwoRanks(lambda o: (*o[:2], None, "fallback", "SelectionError: nothing matches"))
     out = np.zeros(4)
     with caplog.at_level("INFO", logger="pyhccl"):
         c.Allgather(np.ones(4), out)        # one rank: the plan needs no peer
@@ -342,14 +343,14 @@ def test_reliability_settings_from_env(monkeypatch):
     monkeypatch.setenv("PYHCCL_TIMEOUT", "2.5")
     monkeypatch.setenv("PYHCCL_TIMEOUT_ABORT", "0")
     c = comm()
-    assert (c._check, c._timeout, c._abort) == (True, 2.5, False)
+    assert (c.check, c.timeout, c.abort_on_timeout) == (True, 2.5, False)
     d = c.Dup()
-    assert (d._check, d._timeout, d._abort) == (True, 2.5, False)
+    assert (d.check, d.timeout, d.abort_on_timeout) == (True, 2.5, False)
     monkeypatch.setenv("PYHCCL_TIMEOUT", "0")
     monkeypatch.delenv("PYHCCL_CHECK")
     monkeypatch.delenv("PYHCCL_TIMEOUT_ABORT")
     c = comm()
-    assert (c._check, c._timeout, c._abort) == (False, None, True)
+    assert (c.check, c.timeout, c.abort_on_timeout) == (False, None, True)
 
 
 def test_checked_and_timed_calls_run_on_one_rank():
@@ -367,19 +368,19 @@ def test_checked_and_timed_calls_run_on_one_rank():
 
 
 def test_check_error_names_ranks_and_values():
-    from pyhccl.comm import _disagreement
+    from pyhccl.comm.check import disagreement
     base = {"call number": "3", "method": "Allreduce", "runs": "pyhccl", "dtype": "float32", "count": "8",
             "root": "-", "reduce op": "sum", "algorithm": "Ring", "arguments": "a"}
     rows = [base, {**base, "count": "9", "arguments": "b"}, base]
-    assert _disagreement(rows).startswith("ranks disagree on a collective call (PYHCCL_CHECK): count: ranks 0, 2: 8; "
+    assert disagreement(rows).startswith("ranks disagree on a collective call (PYHCCL_CHECK): count: ranks 0, 2: 8; "
                                           "rank 1: 9; every rank must make")
     rows = [base, {**base, "runs": "an argument error (TypeError: x)", "dtype": "-"}]
-    assert "runs: rank 0: pyhccl; rank 1: an argument error (TypeError: x)" in _disagreement(rows)
-    assert "dtype: " not in _disagreement(rows)
+    assert "runs: rank 0: pyhccl; rank 1: an argument error (TypeError: x)" in disagreement(rows)
+    assert "dtype: " not in disagreement(rows)
     rows = [base, {**base, "algorithm": "NHR"}]
-    assert "algorithm: rank 0: Ring; rank 1: NHR" in _disagreement(rows)
+    assert "algorithm: rank 0: Ring; rank 1: NHR" in disagreement(rows)
     rows = [base, {**base, "arguments": "b"}]
-    assert "arguments: rank 0: a; rank 1: b" in _disagreement(rows)
+    assert "arguments: rank 0: a; rank 1: b" in disagreement(rows)
 
 
 def test_a_step_that_does_not_complete_names_the_step_peer_and_region():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pyhccl.launch import launch_env, mpiexec_command
-from pyhccl.ops import SUPPORTED_DTYPES
+from pyhccl.comm import SUPPORTED_DTYPES
 from pyhccl.plan import ALLREDUCE_ALGOS
 
 HERE = Path(__file__).parent

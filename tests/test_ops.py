@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from pyhccl.ops import SUPPORTED_DTYPES, Env, allgatherv, allreduce, alltoallv, as_array, dtype_by_name, reduce_ufunc
+from pyhccl.comm.buffers import SUPPORTED_DTYPES, as_array, dtype_by_name, reduce_ufunc
+from pyhccl.comm.job import Env
+from pyhccl.comm.parsers import allgatherv, allreduce, alltoallv
 
 
 def test_forms():
@@ -95,7 +97,7 @@ def emulated():
 
 
 def test_device_buffers_stay_device_arrays(emulated):
-    from pyhccl import ops
+    from pyhccl.comm import parsers as ops
     dev, Dev = emulated
     x = Dev(np.arange(12, dtype=np.float32).reshape(3, 4), device_id=1)
     b = as_array([x, (4, 2), MPI.INT])
@@ -114,7 +116,7 @@ def test_device_buffers_stay_device_arrays(emulated):
 
 
 def test_device_buffer_errors(emulated):
-    from pyhccl import ops
+    from pyhccl.comm import parsers as ops
     _, Dev = emulated
     x = Dev(np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="expecting sendbuf and recvbuf in the same memory, got sendbuf on the "

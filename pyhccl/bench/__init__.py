@@ -10,7 +10,7 @@ from mpi4py import MPI
 
 from ..core.call import OPS
 from .collective import BENCH_OPS, run
-from ..run.mpi import ub_transfer_bytes
+from ..core.settings import ub_transfer_bytes
 from ..topo import comm_topology
 from .driver import UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
 from .tuning import finish

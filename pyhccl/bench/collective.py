@@ -17,15 +17,13 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from ..comm import Communicator
+from ..algo.names import AlgoRef, Runtime, parse_algo_ref
+from ..comm import Communicator, dtype_by_name
 from ..core.call import OPS, Call
-from ..ops import dtype_by_name
 from ..plan.api import flat_names, hccl_names, resolve_name
-from ..run.pool import ScratchPool
-from ..run.shm import SUFFIX as SHM
 from ..run.shm import OPS as SHM_OPS
-from ..run.shm import adopt_engine, shm_engine, split_engine
 from ..topo import TopoSpec, comm_topology
+from ..verify import check, machine
 from .driver import BenchArgs, Row, UsageError, fill, parse_args, sizes, time_call
 
 __all__ = ["BenchOp", "BENCH_OPS", "run"]
@@ -125,8 +123,8 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
             names = _eligible(op, key, args, comm, topo)
         else:
             try:
-                base, shm = split_engine(token)
-                names = [resolve_name(op, base) + (SHM if shm else "")]
+                ref = parse_algo_ref(token)
+                names = [str(AlgoRef(resolve_name(op, ref.name), ref.runtime))]
             except ValueError as e:
                 raise UsageError(str(e)) from None
         for a in names:
@@ -143,13 +141,12 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
             out[_TUNED] = Communicator(comm, topo=args.topo, tuning=args.tuning)
         except ValueError as e:
             raise UsageError(f"--tuning: {e}") from None
-    pool = ScratchPool()              # one scratch for all: they run one at a time (30 x 64 MiB would not fit)
-    for pc in out.values():
-        pc._pool = pool
-    if any(split_engine(a)[1] for a in out):       # and one shared window
-        first = next(iter(out.values()))
-        for pc in out.values():
-            adopt_engine(pc._pcomm, shm_engine(first._pcomm))
+    first = next(iter(out.values()), None)
+    shm = any(parse_algo_ref(a).shm for a in out if a != _TUNED)
+    for pc in out.values():           # one scratch for all: they run one at a time (30 x 64 MiB would not fit)
+        pc.share_scratch(first)
+        if shm:                       # and one shared window
+            pc.share_window(first)
     return out
 
 
@@ -158,7 +155,6 @@ def _eligible(op: str, key: str, args: BenchArgs, comm: MPI.Intracomm, topo: Top
 
     Every rank decides alike: the same simulation of a small call on the same machine.
     """
-    from ..verify import check, machine
     m = machine(topo)
     n = comm.Get_size()
     names = (flat_names(op) if key in ("all", "templates") else []) + (hccl_names(op) if key in ("all", "hccl") else [])
@@ -172,7 +168,7 @@ def _eligible(op: str, key: str, args: BenchArgs, comm: MPI.Intracomm, topo: Top
         if res.ok:
             keep.append(a)
     if one_node and key in ("all", "templates") and op in SHM_OPS:   # the templates on the shared-memory engine
-        keep += [a + SHM for a in flat_names(op) if a in keep]
+        keep += [str(AlgoRef(a, Runtime.SHM)) for a in flat_names(op) if a in keep]
     return keep
 
 

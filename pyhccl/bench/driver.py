@@ -19,7 +19,8 @@ import numpy as np
 from mpi4py import MPI
 
 from ..core import units
-from ..ops import SUPPORTED_DTYPES, dtype_by_name
+from ..comm.buffers import SUPPORTED_DTYPES, dtype_by_name
+from ..topo import parse_topo
 
 __all__ = ["BenchArgs", "Row", "parse_args", "parse_size", "sizes", "fill", "time_call", "write_rows",
            "write_footer", "write_json", "write_csv", "count_wrong", "UsageError"]
@@ -183,7 +184,6 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     if (a.tune or a.report) and not any(t.strip().lower() in ("all", "hccl", "templates") for t in a.algo.split(",")):
         raise UsageError("--tune and --report measure every algorithm: add --algo all")
     if a.topo is not None:
-        from ..topo import parse_topo
         try:
             parse_topo(a.topo)
         except (TypeError, ValueError) as e:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from ..core.call import OPS
 from ..select import SelectionError, select_for
 from ..tune.file import NATIVE, Point, Tuning, TuningError, load_tuning
-from ..ops import dtype_by_name
+from ..comm.buffers import dtype_by_name
 from ..tune.features import pool_identical
 from ..tune.fit import fit_op
 from ..core.units import format_size

@@ -13,7 +13,7 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl.core.call import Call, get_opspec
-from pyhccl.ops import SUPPORTED_DTYPES
+from pyhccl.comm import SUPPORTED_DTYPES
 
 pytestmark = pytest.mark.mpi
 
@@ -194,10 +194,10 @@ class BaseAllreduce:
         comm = self.make("NHR")
         x, out = np.ones(4096), np.empty(4096)
         comm.Allreduce(x, out)
-        before = comm._pool.allocations
+        before = comm.scratch_allocations
         for _ in range(5):
             comm.Allreduce(x, out)
-        assert agree(self.COMM, comm._pool.allocations == before)
+        assert agree(self.COMM, comm.scratch_allocations == before)
 
     def test_forwards_the_rest(self):
         comm = self.make()

@@ -52,7 +52,7 @@ class BaseCollectives:
         self.bad = []
 
     def teardown_method(self):
-        self.c._pcomm.Free()
+        self.c.release()
 
     def check(self, label, got, want):
         if got is None or want is None or got.dtype != want.dtype or not np.array_equal(got, want):

@@ -8,7 +8,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.run.shm import ShmRunner, adopt_engine, shm_engine
+from pyhccl.run.shm import ShmRunner
 from pyhccl.tune import Point, Tuning
 
 pytestmark = pytest.mark.mpi
@@ -16,7 +16,7 @@ W = MPI.COMM_WORLD
 
 
 def runners(c):
-    return {type(p).__name__ for p in c._plans.values()}
+    return {type(p).__name__ for p in c.compiled_plans.values()}
 
 
 @pytest.mark.parametrize("algo", ["MeshTwoShot@shm", "NHR@shm", "Ring@shm"])
@@ -44,7 +44,7 @@ def test_rooted_ops_run_their_plan_over_mpi():
     c.Reduce(x, y if r == 0 else None, root=0)
     if r == 0:
         assert (y == n * (n + 1) // 2).all()
-    assert not any(isinstance(p, ShmRunner) for p in c._plans.values())
+    assert not any(isinstance(p, ShmRunner) for p in c.compiled_plans.values())
 
 
 def test_measured_profile_can_choose_shm():
@@ -74,19 +74,19 @@ def test_free_releases_the_shared_window():
     b = np.empty_like(a)
     c = pyhccl.Communicator(W.Dup(), algo="NHR@shm")
     c.Allreduce(a, b)
-    eng = shm_engine(c._pcomm)
+    eng = c.shm_engine()
     d = pyhccl.Communicator(W.Dup(), algo="NHR@shm")
-    adopt_engine(d._pcomm, eng)
+    d.share_window(c)
     c.Free()
     assert eng.win is not None and eng.users == 1
     d.Allreduce(a, b)
-    assert (b == n * a).all() and shm_engine(d._pcomm) is eng
+    assert (b == n * a).all() and d.shm_engine() is eng
     d.Free()
     assert eng.win is None and eng.comm == MPI.COMM_NULL
     e = pyhccl.Communicator(W.Dup(), algo="NHR@shm")      # the same plan, the same arrays, a new window
     b[:] = 0
     e.Allreduce(a, b)
-    assert (b == n * a).all() and shm_engine(e._pcomm) is not eng
+    assert (b == n * a).all() and e.shm_engine() is not eng
     e.Free()
 
 
@@ -113,7 +113,7 @@ def test_alloc_shared_arrays_run_every_collective(algo):
     np.testing.assert_array_equal(rs, n * np.arange(n).repeat(7)[r * 7:(r + 1) * 7])
     for a in (x, y, g):
         c.free_shared(a)
-    assert not shm_engine(c._pcomm).heaps
+    assert not c.shm_engine().heaps
     c.Free()
 
 

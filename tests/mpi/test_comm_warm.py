@@ -29,7 +29,7 @@ def test_repeated_allreduce_sees_new_data_and_shapes(comm):
     a[...] = 1
     comm.Allreduce(a, b)
     assert (b == n).all()
-    assert len(comm._recent) >= 2
+    assert len(comm.warm_calls) >= 2
 
 
 def test_staged_in_place_forms_repeat_right(comm):
@@ -65,7 +65,7 @@ def test_fresh_array_calls_do_not_evict_a_loops_arrays(comm):
         assert (out == n).all()
         for _ in range(12):                              # more fresh calls than the warm cache holds
             comm.Allreduce(np.ones(3, np.float32), np.empty(3, np.float32))
-            assert any(k[1:3] == (id(grad), id(out)) for k in comm._recent)
+            assert any(k[1:3] == (id(grad), id(out)) for k in comm.warm_calls)
             comm.Allreduce(grad, out)
 
 
@@ -111,10 +111,10 @@ def test_native_choice_is_warm_and_right(tmp_path_factory):
         assert c.last_selection.algorithm == NATIVE
         assert (b == sum(range(n)) + n * step).all()
     key = ("Allreduce", id(a), id(b), id(MPI.SUM))
-    assert key in c._recent and c._recent[key].plan is None        # remembered, with no plan: native MPI
+    assert key in c.warm_calls and c.warm_calls[key].plan is None        # remembered, with no plan: native MPI
     a.dtype = np.int32                                              # same objects, other dtype: the full path again
     b.dtype = np.int32
     a[...] = 2
     c.Allreduce(a, b)
     assert (b == 2 * n).all()
-    assert c._recent[key].arrays[0][2] == np.int32
+    assert c.warm_calls[key].arrays[0][2] == np.int32

@@ -39,7 +39,7 @@ from pyhccl.algo import registry
 from pyhccl.algo.attrs import check_op, check_topo
 from pyhccl.algo.dtypes import parse_dtype, parse_reduce_op
 from pyhccl.algo.predicates import OpCall
-from pyhccl.ops import SUPPORTED_DTYPES
+from pyhccl.comm import SUPPORTED_DTYPES
 from pyhccl.core.call import Call
 from pyhccl.plan.api import flat_names, hccl_names
 from pyhccl.verify import check as sim_check

@@ -1,0 +1,176 @@
+"""The dispatcher: runs a Communicator's collectives and owns its caches.
+
+One call: the warm path (the same argument objects as a recent call: straight to the plan), else
+parse -> (check) -> algorithm (agreed once per call shape) -> plan (built once per Call) -> run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from mpi4py import MPI
+
+from ..run.mpi import CollectiveTimeoutError, CompiledPlan
+from ..run.pool import ScratchPool
+from ..run.shm import ShmRunner
+from ..select import Selection
+from ..tune.file import NATIVE
+from .agree import Agreed, Planner
+from .buffers import SUPPORTED_DTYPES, SUPPORTED_OPS
+from .check import CheckError, Checker, abort
+from .job import Env, Job, job_key
+from .parsers import PARSERS
+from .warm import WarmCache
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger("pyhccl")
+
+#: Agreed algorithms and compiled plans kept (least recently used go first).
+PLAN_CACHE_SIZE = 64
+
+
+class Dispatcher:
+    """Runs collectives for one Communicator: its caches, its settings, the path of a call.
+
+    Args:
+        comm: the wrapped communicator (native MPI: fallbacks, the profile's native choice, the abort).
+        pcomm: the private duplicate pyhccl's own traffic runs on.
+        planner: chooses, agrees on and builds algorithms (:class:`pyhccl.comm.agree.Planner`).
+        check: run the consistency check before every collective.
+        timeout: seconds a step may wait (None: no limit).
+        abort_on_timeout: abort the job after a timeout instead of raising.
+
+    Attributes:
+        agree_comm: the communicator the algorithm agreement gathers on (``pcomm``); a test may put a
+            stand-in there to play the other ranks' answers.
+        last_selection: the selection behind the last collective.
+        fallbacks: calls handed to the wrapped communicator.
+        pool: scratch space of the plans (``Communicator.share_scratch`` shares one between communicators).
+    """
+
+    def __init__(self, comm: MPI.Intracomm, pcomm: MPI.Intracomm, planner: Planner, *, check: bool,
+                 timeout: float | None, abort_on_timeout: bool) -> None:
+        self.comm, self.pcomm, self.agree_comm, self.planner = comm, pcomm, pcomm, planner
+        self.check, self.timeout, self.abort_on_timeout = check, timeout, abort_on_timeout
+        self.agreed: OrderedDict[tuple, Agreed] = OrderedDict()
+        self.plans: OrderedDict[tuple, CompiledPlan | ShmRunner] = OrderedDict()
+        self.warm = WarmCache()
+        self.last_selection: Selection | None = None
+        self.fallbacks = 0
+        self.pool = ScratchPool()
+        self.stage = ScratchPool()
+        self.checker = Checker(pcomm, comm.Get_rank(), check, timeout)
+        gather = pcomm.allgather if not (check or timeout) else self.checker.allgather
+        self.env = Env(comm.Get_rank(), comm.Get_size(), self.stage.get, gather)
+
+    def run(self, method: str, *args: Any) -> None:
+        """Run ``method`` (a Communicator method's name) on its mpi4py arguments."""
+        warm = None if self.check else self.warm.lookup(method, args)
+        if warm is None:
+            return self._full(method, args)
+        self.last_selection = warm.selection
+        if warm.native is not None:     # the measured profile chose native MPI
+            return warm.native(*args)
+        job, plan = warm.job, warm.plan
+        try:
+            plan.run(self.pcomm, (job.inp, job.out, self.pool.get(job.dtype, plan.scratch_count)), job.ufunc,
+                     self.timeout)
+        except CollectiveTimeoutError as e:
+            if self.abort_on_timeout:
+                abort(self.comm, self.env.rank, e, depth=1)
+            raise
+        return None
+
+    def _full(self, method: str, args: tuple) -> None:
+        """Parse -> (check) -> Call -> algorithm -> plan -> run; remembers the call for the warm path."""
+        self.warm.last = None           # the full path sets last_selection and may remember a call
+        try:
+            job = self._parse_checked(method, args) if self.check else PARSERS[method](self.env, *args)
+            if isinstance(job, str):
+                return self.fallback(method, job, args)
+            call = job.call
+            if call.data_count == 0 and call.op != "barrier":
+                return None
+            plan = self._compiled(job)
+            native = plan is None and self.last_selection is not None and self.last_selection.algorithm == NATIVE
+            if (plan is not None or native) and not job.device and not self.check:
+                self.warm.remember(method, args, job, plan, self.last_selection,
+                                   getattr(self.comm, method) if plan is None else None)
+            if native:
+                return getattr(self.comm, method)(*args)          # the measured profile chose native MPI
+            if plan is None:
+                return self.fallback(method, "no pyhccl algorithm runs it", args)
+            if job.device is None:
+                plan.run(self.pcomm, (job.inp, job.out, self.pool.get(job.dtype, plan.scratch_count)), job.ufunc,
+                         self.timeout)
+            else:
+                job.device.run(plan, self.pcomm, job, self.timeout)         # on the device: pyhccl/gpu.py
+        except CollectiveTimeoutError as e:
+            if self.abort_on_timeout:
+                abort(self.comm, self.env.rank, e, depth=2)
+            raise
+        return None
+
+    def _parse_checked(self, method: str, args: tuple) -> Job | str:
+        """The parser under the check: an argument error on some ranks fails every rank, not a hang."""
+        checker = self.checker
+        checker.begin(method)
+        try:
+            job = PARSERS[method](self.env, *args)
+        except (CollectiveTimeoutError, CheckError):
+            raise
+        except Exception as e:
+            checker.check(method, e)
+            raise
+        if not isinstance(job, Job):
+            checker.check(method, job)
+            return job
+        key = job_key(job)
+        hit = self.agreed.get(key)
+        if not checker.check(method, job, key, hit) and hit is not None:
+            del self.agreed[key]        # some rank has not agreed on this shape: all agree afresh
+        return job
+
+    def _compiled(self, job: Job) -> CompiledPlan | ShmRunner | None:
+        """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call."""
+        key = job_key(job)
+        hit = self.agreed.get(key)
+        if hit is None:
+            hit, plan = self.planner.agree(job, key[0], self.agree_comm)
+            _remember(self.agreed, key, hit)
+        else:
+            self.agreed.move_to_end(key)
+            plan = None
+        ref, self.last_selection = hit
+        if ref is None or ref.name == NATIVE:
+            return None
+        pkey = (job.call, job.dtype.str, ref)
+        compiled = self.plans.get(pkey)
+        if compiled is None:
+            compiled = _remember(self.plans, pkey, plan or self.planner.build(job, ref))
+        else:
+            self.plans.move_to_end(pkey)
+        return compiled
+
+    def fallback(self, method: str, reason: str, args: tuple) -> None:
+        """Hand the call to the wrapped communicator, counted in ``fallbacks``."""
+        self.fallbacks += 1
+        log.debug("pyhccl: %s goes to the wrapped communicator: %s", method, reason)
+        try:
+            getattr(self.comm, method)(*args)
+        except Exception as e:
+            e.add_note(f"pyhccl handed {method} to the wrapped MPI communicator: {reason}. pyhccl runs "
+                       f"{', '.join(SUPPORTED_OPS)} on contiguous buffers of predefined numeric datatypes "
+                       f"({', '.join(SUPPORTED_DTYPES)}); the wrapped MPI runs the rest when it supports it, "
+                       "and this error is MPI's")
+            raise
+
+
+def _remember(cache: OrderedDict, key: tuple, value: Any) -> Any:
+    cache[key] = value
+    if len(cache) > PLAN_CACHE_SIZE:
+        cache.popitem(last=False)
+    return value

@@ -1,0 +1,85 @@
+"""The warm path: a call made again with the very same argument objects skips parsing and every lookup.
+
+A training loop calls ``Allreduce(grad, out)`` with the same arrays every step. Anything else (new
+objects, a changed shape, the check on, device buffers) takes the full path.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import OrderedDict
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from mpi4py import MPI
+
+from .job import Job
+
+__all__ = ["WarmCall", "WarmCache"]
+
+#: Calls remembered for the warm path (each entry holds its arguments alive).
+RECENT = 8
+
+
+class WarmCall:
+    """A remembered call: its argument objects (held alive, so their ids cannot be reused), the
+    shape and dtype of each array among them, the parsed job, the plan (None: native MPI, then
+    ``native`` is the wrapped communicator's bound method) and the selection."""
+
+    __slots__ = ("method", "args", "arrays", "job", "plan", "selection", "native", "key")
+
+    def __init__(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
+                 native: Callable | None) -> None:
+        self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, selection
+        self.arrays = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
+        self.native = native
+        self.key = (method, *map(id, args))
+
+
+class WarmCache:
+    """The calls remembered for the warm path, least recently used first, and the one made last."""
+
+    def __init__(self) -> None:
+        self.recent: OrderedDict[tuple, WarmCall] = OrderedDict()
+        self.last: WarmCall | None = None   # the warm call made last, if no call took the full path since
+
+    @property
+    def entries(self) -> Mapping[tuple, WarmCall]:
+        """The remembered calls, read-only, keyed by ``(method, id(arg), ...)``."""
+        return MappingProxyType(self.recent)
+
+    def lookup(self, method: str, args: tuple) -> WarmCall | None:
+        """The remembered call made again with the very same argument objects, or None.
+
+        The call used last is tried first, by identity, before the lookup by ids.
+        """
+        hit = self.last
+        if hit is None or hit.method != method or len(hit.args) != len(args) or \
+                not all(map(operator.is_, hit.args, args)):
+            hit = self.recent.get((method, *map(id, args)))
+            if hit is None:
+                return None
+            self.recent.move_to_end(hit.key)  # least recently used goes first: fresh-array calls keep a loop's
+            self.last = hit
+        for i, shape, dtype in hit.arrays:
+            a = args[i]
+            if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                return None
+        return hit
+
+    def remember(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
+                 native: Callable | None) -> None:
+        """Remember a call whose arguments are arrays, IN_PLACE, ints or ops, and whose job works on them.
+
+        Calls whose parser copies into staging space (in-place forms of AlltoAll(V), Allgatherv,
+        ReduceScatter(V)), or runs on a staged output, always take the full path.
+        """
+        arrays = [a for a in args if type(a) is np.ndarray]
+        if any(b.size and not any(np.may_share_memory(b, a) for a in arrays) for b in (job.inp, job.out)):
+            return
+        if all(type(a) is np.ndarray or a is MPI.IN_PLACE or isinstance(a, (int, MPI.Op)) for a in args):
+            warm = WarmCall(method, args, job, plan, selection, native)
+            self.recent[warm.key] = warm
+            if len(self.recent) > RECENT:
+                self.recent.popitem(last=False)
