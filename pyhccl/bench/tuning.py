@@ -16,12 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 from typing import Any, Sequence
 
+from ..core import settings
 from ..core.call import OPS
 from ..select import SelectionError, select_for
 from ..tune.file import NATIVE, Point, Tuning, TuningError, load_tuning
 from ..comm.buffers import dtype_by_name
 from ..tune.features import pool_identical
 from ..tune.fit import fit_op
+from ..tune.profile import measured_profile
 from ..core.units import format_size
 from .driver import BenchArgs, Row
 
@@ -80,9 +82,11 @@ def tuning_from_rows(args: BenchArgs, rows: Sequence[Row], topo: str, nranks: in
 def _choice(args: BenchArgs, topology: Any, row: Row, tuning: Tuning | str) -> str:
     """The algorithm the Communicator's selection picks for this row's call (out of place)."""
     hccl = OPS[_op(args)].hccl
+    selection = settings.selection()            # as the Communicator reads them; no override: the profile's choice
+    del selection["algo"]
     try:
         sel = select_for(hccl, topology.info, row.nbytes, row.type, row.redop if row.redop != "none" else "sum",
-                         root=max(row.root, 0), algo="", tuning=tuning)
+                         root=max(row.root, 0), algo="", profile=measured_profile(tuning), **selection)
     except (SelectionError, ValueError) as e:
         return f"({type(e).__name__})"
     return sel.algorithm

@@ -21,8 +21,9 @@ from ..run.shm import OPS as SHM_OPS
 from ..run.shm import ShmRunner, compile_shm, shm_engine
 from ..select import Selection, SelectionError, normalize_op, parse_override, select_for
 from ..topo import Topology
-from ..tune.file import NATIVE, Tuning
-from .job import Job, describe, nbytes
+from ..select import Profile
+from ..tune.file import NATIVE
+from .job import Job, describe
 
 __all__ = ["Planner", "parse_algo"]
 
@@ -72,15 +73,16 @@ class Planner:
         topology: the communicator's place in the machine (:func:`pyhccl.topo.comm_topology`).
         algo: a forced pyhccl template, or None.
         override: PYHCCL_ALGO text for HCCL's selection, or None.
-        tuning: the measured profile the selection uses, or None.
+        profile: the measured profile the selection uses (from the tuning file), or None.
+        selection: the selector's settings (``mode``, ``expansion_mode``, ``tuner``; :func:`pyhccl.core.settings.selection`).
         ub_transfer_bytes: the largest message a step is sliced into.
         timeout: seconds a step may wait (None: no limit; the shared-memory engine runs only without one).
     """
 
     def __init__(self, comm: MPI.Intracomm, topology: Topology, algo: AlgoRef | None, override: str | None,
-                 tuning: Tuning | None, ub_transfer_bytes: int, timeout: float | None) -> None:
-        self.comm, self.rank, self.topology = comm, comm.Get_rank(), topology
-        self.algo, self.override, self.tuning = algo, override, tuning
+                 profile: Profile | None, selection: dict, ub_transfer_bytes: int, timeout: float | None) -> None:
+        self.comm, self.rank, self.topology, self.machine = comm, comm.Get_rank(), topology, topology.machine
+        self.algo, self.override, self.profile, self.selection = algo, override, profile, selection
         self.ub_transfer_bytes, self.timeout = ub_transfer_bytes, timeout
 
     def choose(self, job: Job, shape: Call) -> tuple[AlgoRef, Selection | None, bool]:
@@ -97,8 +99,8 @@ class Planner:
         except ValueError:                                  # no HCCL selector (Gather): pyhccl's first template
             return AlgoRef(flat_names(op)[0]), None, False
         inplace = shape.in_place and op in _SHARED_IN_PLACE
-        sel = select_for(hccl, self.topology.info, nbytes(shape, job.dtype), job.dtype, job.reduce_op,
-                         root=shape.root, inplace=inplace, algo=text, tuning=self.tuning or "")
+        sel = select_for(hccl, self.topology.info, shape.hccl_nbytes(job.dtype.itemsize), job.dtype, job.reduce_op,
+                         root=shape.root, inplace=inplace, algo=text, profile=self.profile, **self.selection)
         return parse_algo_ref(sel.algorithm), sel, sel.source == "override"
 
     def override_for(self, shape: Call) -> str:
@@ -172,10 +174,6 @@ class Planner:
             plan = compile_shm(call, name, job.dtype.itemsize, rank, groups, uniform=layout.uniform)
             return ShmRunner(plan, shm_engine(self.comm))
         # no timeouts on the shared-memory engine, no rooted ops (a root's own IN_PLACE): the same plan over MPI
-        if name in flat_names(call.op):
-            plan = build_plan(call, name, rank)
-        else:
-            groups = layout.algo_groups(rank, len(registry.get(name).levels))
-            plan = build_plan(call, name, rank, groups, uniform=layout.uniform)
+        plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)
 

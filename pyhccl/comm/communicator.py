@@ -22,6 +22,7 @@ from ..run.shm import ShmEngine, adopt_engine, release_engine, shm_engine
 from ..select import Selection
 from ..topo import Topology, comm_topology
 from ..tune.file import Tuning, TuningError, load_tuning_cached
+from ..tune.profile import measured_profile
 from .agree import Planner, parse_algo
 from .dispatch import Dispatcher
 from .warm import WarmCall
@@ -95,7 +96,10 @@ class Communicator:
         self._tuning = _load_tuning(self._pcomm, settings.tuning_file(tuning), self.topology)
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
-        self._planner = Planner(self._pcomm, self.topology, forced, override, self._tuning, ub, timeout)
+        selection = settings.selection()
+        del selection["algo"]                # the Planner takes algo and override apart
+        self._planner = Planner(self._pcomm, self.topology, forced, override, measured_profile(self._tuning),
+                                selection, ub, timeout)
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
                                     abort_on_timeout=abort_on_timeout)
         self._run = self._dispatch.run

@@ -14,7 +14,7 @@ from .. import gpu
 from ..core.call import Call
 from .buffers import Buffer, in_place
 
-__all__ = ["Env", "Job", "job_key", "shared_shape", "total", "nbytes", "describe", "root_index", "require_buffer",
+__all__ = ["Env", "Job", "job_key", "shared_shape", "total", "describe", "root_index", "require_buffer",
            "mismatch", "output_view", "require_apart", "block_count", "require_disjoint", "overlaps", "location",
            "writeable", "stage", "staged"]
 
@@ -160,13 +160,6 @@ def total(call: Call) -> int:
     if call.matrix is not None:
         return sum(map(sum, call.matrix))
     return call.count
-
-
-def nbytes(call: Call, dtype: np.dtype) -> int:
-    """HCCL's data size D: the per-rank (per-peer) block; ReduceScatterV's total; AllToAllV's largest block."""
-    if call.op == "reduce_scatter_v":
-        return sum(call.counts) * dtype.itemsize
-    return max(call.data_count, 1 if call.op == "barrier" else 0) * dtype.itemsize
 
 
 def describe(call: Call, root: bool = True) -> str:
