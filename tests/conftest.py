@@ -1,8 +1,18 @@
 """Shared pytest setup: MPI facts in the header; MPI-only tests collected only under --with-mpi."""
 
-import sys
+from pathlib import Path
 
-collect_ignore = [] if "--with-mpi" in sys.argv else ["mpi"]
+MPI_TESTS = Path(__file__).parent / "mpi"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/mpi runs only under ``--with-mpi``, as tests/test_mpi_launch.py starts it under mpiexec.
+
+    Read from the parsed options, not ``sys.argv``, which pytest-xdist's workers do not share.
+    """
+    if collection_path == MPI_TESTS and not config.getoption("with_mpi"):
+        return True
+    return None
 
 
 def pytest_report_header(config):

@@ -34,12 +34,21 @@ def mpirun(n, *args, timeout=TIMEOUT, cwd=None):
         pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (hang?)\n{e.stdout}\n{e.stderr}")
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
-def test_mpi_suite(n):
-    out = mpirun(n, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi", str(HERE / "mpi"))
+#: ``(ranks, marker expression)`` of each run of tests/mpi. The fast runs (the README's command)
+#: cover 1-4 ranks, 3 a non-power of two, without the tests marked ``slow`` (the 8-rank layout
+#: matrix); the ``slow`` runs (``pytest -m slow``, which CI runs too) run everything at 5 and 8.
+#: A test in tests/mpi marked ``slow`` therefore runs at 5 and 8 ranks only.
+SUITE = [*(pytest.param(n, "not slow", id=f"{n}") for n in (1, 2, 3, 4)),
+         *(pytest.param(n, "", id=f"{n}-all", marks=pytest.mark.slow) for n in (5, 8))]
+
+
+@pytest.mark.parametrize("n,select", SUITE)
+def test_mpi_suite(n, select):
+    out = mpirun(n, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi", "-m", select, str(HERE / "mpi"))
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_bench_allreduce_every_dtype_op_algo():
     out = mpirun(3, "-m", "pyhccl.bench", "allreduce", "-b", "8", "-e", "4K", "-f", "64",
                  "-n", "1", "-w", "0", "-o", "all", "-d", "all", "--algo", "auto,all")

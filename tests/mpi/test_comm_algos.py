@@ -14,7 +14,7 @@ import pyhccl
 from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import algorithms, flat_names
 
-pytestmark = pytest.mark.mpi
+pytestmark = [pytest.mark.mpi, pytest.mark.slow]   # the every-algorithm x layout matrix: `-m slow`
 
 WORLD = MPI.COMM_WORLD
 LAYOUTS = {"1x1x8": 8, "1x2x4": 8, "2x2x2": 8, "[[[0,1,2,3],[0,1]]]": 6}
