@@ -17,25 +17,28 @@ import sys
 import time
 import traceback
 from collections import OrderedDict
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from mpi4py import MPI
 from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 
 from .algo import registry
+from .algo.names import AlgoRef, Runtime, parse_algo_ref
+from .core import settings
 from .ops import PARSERS, SUPPORTED_DTYPES, SUPPORTED_OPS, Env, Job
 from .core.call import OPS, Call
 from .plan.api import NotRunnableError, build_plan, flat_names, resolve_name
-from .run.mpi import CollectiveTimeoutError, CompiledPlan, allgather_timed, compile_plan, timeout_seconds, wait_pending
-from .run.mpi import ub_transfer_bytes as _ub_bytes
+from .run.base import Runner
+from .run.mpi import compile_plan
+from .run.timeout import CollectiveTimeoutError, allgather_timed, wait_pending
 from .run.pool import ScratchPool
 from .select import Selection, SelectionError, normalize_op, parse_override, select_for
 from .topo import comm_topology
-from .run.shm import SUFFIX as SHM
 from .run.shm import OPS as SHM_OPS
 from .run.shm import KEYVAL as _SHM_KEY
-from .run.shm import ShmRunner, compile_shm, release_engine, shm_engine, split_engine
+from .run.shm import ShmRunner, compile_shm, release_engine, shm_engine
 from .tune.file import NATIVE, Tuning, TuningError, load_tuning_cached
 
 __all__ = ["Communicator", "CheckError"]
@@ -47,7 +50,7 @@ _PLAN_CACHE_SIZE = 64
 _SHARED_IN_PLACE = frozenset({"allreduce", "all_gather", "reduce_scatter"})
 #: pyhccl's template names, every op's, in listing order (AllReduce's first).
 _FLAT_NAMES = tuple(dict.fromkeys(n for op in OPS for n in flat_names(op)))
-_FLAT_NAMES += tuple(n + SHM for n in _FLAT_NAMES)          # the same on the shared-memory engine
+_FLAT_NAMES += tuple(str(AlgoRef(n, Runtime.SHM)) for n in _FLAT_NAMES)          # the same on the shared-memory engine
 
 
 class CheckError(ValueError):
@@ -106,9 +109,9 @@ class Communicator:
             raise TypeError(f"expecting an mpi4py intracommunicator, got {type(comm).__name__}")
         algo = (os.environ.get("PYHCCL_ALGO") or None) if algo is None else algo
         self._algo, self._override = _split_algo(algo)
-        self._ub = _ub_bytes(ub_transfer_bytes)
+        self._ub = settings.ub_transfer_bytes(ub_transfer_bytes)
         self._check = _flag(check, "check", "PYHCCL_CHECK", False)
-        self._timeout = timeout_seconds(timeout)
+        self._timeout = settings.timeout_seconds(timeout)
         self._abort = _flag(abort_on_timeout, "abort_on_timeout", "PYHCCL_TIMEOUT_ABORT", True)
         self._seq = 0                   # collectives called, for the check
         self._method = ""               # the method being parsed, for the check of the parsers' allgathers
@@ -120,7 +123,7 @@ class Communicator:
         if ub_transfer_bytes is None and not os.environ.get("PYHCCL_UB_TRANSFER_BYTES") and self._tuning:
             self._ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._agreed: OrderedDict[tuple, tuple[str, Selection | None]] = OrderedDict()
-        self._plans: OrderedDict[tuple, CompiledPlan] = OrderedDict()
+        self._plans: OrderedDict[tuple, Runner] = OrderedDict()
         self._recent: OrderedDict[tuple, _Warm] = OrderedDict()     # the warm path: see _warm
         self._last: _Warm | None = None     # the warm call made last, if no call took the full path since
         self.last_selection: Selection | None = None
@@ -160,11 +163,26 @@ class Communicator:
                             tuning=self._tuning or "", check=self._check, timeout=self._timeout or 0,
                             abort_on_timeout=self._abort)
 
-    def Free(self) -> None:
-        """Free the private duplicate (and its shared window, if any), then the wrapped communicator."""
+    @property
+    def comm(self) -> MPI.Intracomm:
+        """The wrapped mpi4py communicator."""
+        return self._comm
+
+    @property
+    def compiled_plans(self) -> Mapping[tuple, Runner]:
+        """The compiled plans (read-only): :class:`pyhccl.run.mpi.CompiledPlan` or :class:`pyhccl.run.shm.ShmRunner`."""
+        return MappingProxyType(self._plans)
+
+    def release(self) -> None:
+        """Free what pyhccl made (the private duplicate and its shared window, if any; collective) and leave the
+        wrapped communicator alone: for a communicator over one the caller keeps, such as ``MPI.COMM_WORLD``."""
         if self._pcomm != MPI.COMM_NULL:
             release_engine(self._pcomm)
             self._pcomm.Free()
+
+    def Free(self) -> None:
+        """Free the private duplicate (and its shared window, if any), then the wrapped communicator."""
+        self.release()
         self._comm.Free()
 
     # -- shared memory ---------------------------------------------------------------------
@@ -572,7 +590,7 @@ def _shape(call: Call) -> Call:
     return call
 
 
-def _compiled(c: Communicator, job: Job) -> CompiledPlan | None:
+def _compiled(c: Communicator, job: Job) -> Runner | None:
     """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call."""
     key = (_shape(job.call), job.dtype.str, job.reduce_op)
     hit = c._agreed.get(key)
@@ -601,7 +619,7 @@ def _remember(cache: OrderedDict, key: tuple, value: Any, size: int = _PLAN_CACH
     return value
 
 
-def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Selection | None], CompiledPlan | None]:
+def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Selection | None], Runner | None]:
     """Choose and build on every rank, then one allgather: same call, same algorithm, or fail together."""
     call, spec = job.call, job.call.spec
     what = f"{spec.hccl} of {_describe(shape)} x {job.dtype}"
@@ -610,7 +628,7 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
     forced, status, detail = False, "ok", ""
     try:
         name, sel, forced = _choose(c, job, shape)
-        plan = None if name == NATIVE or (name and split_engine(name)[1]) else _build(c, job, name)   # shm: after agreeing
+        plan = None if name == NATIVE or (name and parse_algo_ref(name).shm) else _build(c, job, name)   # shm: after agreeing
     except (NotRunnableError, SelectionError) as e:
         status = "error" if forced or _override_for(c, shape) else "fallback"
         detail = f"{type(e).__name__}: {str(e).splitlines()[0]}"
@@ -643,7 +661,7 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
     if len(set(names)) > 1:
         detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
         raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
-    if name and split_engine(name)[1]:
+    if name and parse_algo_ref(name).shm:
         shm_engine(c._pcomm)                # collective on first use: every rank agreed on this name
     log.debug("pyhccl: %s -> %s", what, name)
     return (name, sel), plan
@@ -652,7 +670,7 @@ def _agree(c: Communicator, job: Job, shape: Call) -> tuple[tuple[str | None, Se
 def _choose(c: Communicator, job: Job, shape: Call) -> tuple[str, Selection | None, bool]:
     """``(algorithm, selection, forced)``: a forced name valid for the op, else HCCL's selection."""
     op = shape.op
-    if c._algo and split_engine(c._algo)[0] in flat_names(op):
+    if c._algo and parse_algo_ref(c._algo).name in flat_names(op):
         return c._algo, None, True
     hccl = shape.spec.hccl
     text = _override_for(c, shape)
@@ -679,18 +697,19 @@ def _override_for(c: Communicator, shape: Call) -> str:
     return text
 
 
-def _build(c: Communicator, job: Job, name: str) -> CompiledPlan | ShmRunner:
+def _build(c: Communicator, job: Job, name: str) -> Runner:
     call = job.call
     rank = c._env.rank
-    name, shm = split_engine(name)
-    if shm and c._timeout is None and call.op in SHM_OPS:
-        groups = None
+    ref = parse_algo_ref(name)
+    name = ref.name
+    if ref.shm and call.op in SHM_OPS:
+        groups = [None] * call.nranks
         if name not in flat_names(call.op):
             layout, nlev = c.topology.layout, len(registry.get(name).levels)
             groups = [layout.algo_groups(r, nlev) for r in range(call.nranks)]
-        plan = compile_shm(call, name, job.dtype.itemsize, rank, groups, uniform=c.topology.layout.uniform)
-        return ShmRunner(plan, shm_engine(c._pcomm))
-    # no timeouts on the shared-memory engine, no rooted ops (a root's own IN_PLACE): the same plan over MPI
+        plans = [build_plan(call, name, r, groups[r], uniform=c.topology.layout.uniform) for r in range(call.nranks)]
+        return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank), shm_engine(c._pcomm))
+    # no rooted ops on the shared-memory engine (a root's own IN_PLACE): the same plan over MPI
     if name in flat_names(call.op):
         plan = build_plan(call, name, rank)
     else:
