@@ -90,7 +90,8 @@ class ShmEngine:
 
         With ``timeout`` the barrier is an Ibarrier waited that long; False when some rank did
         not arrive in time (the barrier stays pending in :attr:`stalled`; a late rank that
-        catches up with its own ``sync()`` completes it).
+        catches up with its own ``sync(timeout)`` completes it). MPI matches an Ibarrier only
+        with Ibarriers: every rank passes a timeout, or none does.
         """
         self.win.Sync()
         if timeout is None:
