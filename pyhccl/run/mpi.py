@@ -21,8 +21,8 @@ from mpi4py import MPI
 
 from ..core.settings import UB_TRANSFER_BYTES
 from ..plan.ir import Kind, Plan, Region
-from .timeout import CollectiveTimeoutError
-from .transport import BUF_INDEX, HOST, DeviceTransport, HostTransport
+from .timeout import CollectiveTimeoutError, pending_of
+from .transport import BUF_INDEX, HOST, TAG, DeviceTransport, HostTransport
 
 __all__ = ["CompiledPlan", "compile_plan"]
 
@@ -93,20 +93,26 @@ class CompiledPlan:
                    DeviceTransport(dev, timeout, self.step_nbytes))
 
     def _loop(self, comm: MPI.Intracomm, bufs: tuple, ufunc: Callable | None, t: Any) -> None:
-        """The step loop: pack, post, wait, unpack, then the step's local ops, each through ``t``."""
+        """The step loop: pack, post, wait, unpack, then the step's local ops, each through transport ``t``."""
         raw = t.raw(bufs) if self.step_nbytes else None
         scratch = bufs[2]
-        view, copyto, post, wait, land = t.view, t.copyto, t.post, t.wait, t.land
-        for i, (msgs, packs, unpacks, local) in enumerate(self.steps):
+        isend, irecv = comm.Isend, comm.Irecv
+        view, copyto, stage, wait, land, finish = t.parts
+        for msgs, packs, unpacks, local in self.steps:
             if msgs:
                 for r, at in packs:
                     copyto(scratch[at:at + r.size].reshape(r.repeat, r.count), view(bufs, r))
-                reqs = post(comm, raw, msgs)
-                pending = wait(reqs)
-                if pending:
-                    raise self._stalled(comm, i, reqs, pending, t.timeout)
+                if stage is None:       # each message a slice of the buffers
+                    reqs = [isend(raw[b][lo:hi], peer, TAG) if send else irecv(raw[b][lo:hi], peer, TAG)
+                            for send, peer, b, lo, hi in msgs]
+                else:
+                    mem = stage(raw, msgs)
+                    reqs = [isend(m, peer, TAG) if send else irecv(m, peer, TAG)
+                            for (send, peer, *_), m in zip(msgs, mem)]
+                if not wait(reqs):
+                    raise self._stalled(comm, msgs, reqs, t.timeout)
                 if land is not None:
-                    land(raw, msgs)
+                    land(raw, msgs, mem)
                 for r, at in unpacks:
                     copyto(view(bufs, r), scratch[at:at + r.size].reshape(r.repeat, r.count))
             for is_reduce, dst, src in local:
@@ -121,12 +127,15 @@ class CompiledPlan:
                     ufunc(d, v, out=d)
                 else:
                     copyto(d, v)
-        t.finish()
+        if finish is not None:
+            finish()
 
-    def _stalled(self, comm: MPI.Intracomm, i: int, reqs: list[MPI.Request], pending: list[int],
+    def _stalled(self, comm: MPI.Intracomm, msgs: list[tuple], reqs: list[MPI.Request],
                  timeout: float) -> CollectiveTimeoutError:
-        """The error for step ``i``; pending receives are cancelled so no late message lands in the buffers."""
-        msgs, origin = self.steps[i][0], self.origins[i]
+        """The error for the step of ``msgs``; pending receives are cancelled so no late message lands in the buffers."""
+        i = next(k for k, s in enumerate(self.steps) if s[0] is msgs)
+        origin = self.origins[i]
+        pending = pending_of(reqs)
         recvs = [reqs[k] for k in pending if not msgs[k][0]]
         for r in recvs:
             r.Cancel()

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["CollectiveTimeoutError", "wait_pending", "waitall", "allgather_timed"]
+__all__ = ["CollectiveTimeoutError", "wait_pending", "pending_of", "allgather_timed"]
 
 
 class CollectiveTimeoutError(TimeoutError):
@@ -49,19 +49,17 @@ def wait_pending(reqs: list[MPI.Request], timeout: float) -> list[int]:
     while not MPI.Request.Testall(reqs):
         now = time.monotonic()
         if now - start >= timeout:
-            pending = [k for k, r in enumerate(reqs) if not r.Get_status()]
-            if pending or not MPI.Request.Testall(reqs):
-                return pending or list(range(len(reqs)))
-            return []
+            return pending_of(reqs)
         if now - start > _SPIN_S:
             time.sleep(pause)
             pause = min(2 * pause or 1e-5, _SLEEP_CAP_S)
     return []
 
 
-def waitall(reqs: list[MPI.Request]) -> None:
-    """``MPI.Request.Waitall`` as a wait policy: nothing is ever left pending (None)."""
-    MPI.Request.Waitall(reqs)
+def pending_of(reqs: list[MPI.Request]) -> list[int]:
+    """The indices of the requests not complete yet (all of them when MPI cannot tell which)."""
+    pending = [k for k, r in enumerate(reqs) if not r.Get_status()]
+    return pending or ([] if MPI.Request.Testall(reqs) else list(range(len(reqs))))
 
 
 def allgather_timed(comm: MPI.Intracomm, obj: Any, timeout: float | None, what: str) -> list:

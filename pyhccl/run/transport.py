@@ -1,16 +1,17 @@
 """What the MPI runtime's one step loop plugs in: where message memory is, how local ops run, how it waits.
 
 A transport gives the loop (:meth:`pyhccl.run.mpi.CompiledPlan.run`) the buffers' byte views
-(``raw``), views of a plan region (``view``), copies (``copyto``), the posting of one step's
-messages (``post``), what follows their wait (``land``, or None), the end of the call
-(``finish``), and a wait policy (``wait``: returns the indices still pending, or nothing):
+(``raw``), views of a plan region (``view``), copies (``copyto``), the memory of one step's
+messages (``stage``; None: each message is a slice of the buffers themselves), what follows
+their wait (``land``), the end of the call (``finish``); None where nothing is to be done; and a
+wait policy (``wait``: true when every request completed):
 
 * :class:`HostTransport` — numpy arrays; each message is a slice of the user's array;
 * :class:`DeviceTransport` — arrays of a :class:`pyhccl.gpu.DeviceBackend`: local ops as device
   kernels, each message device memory (a CUDA-aware MPI) or one pinned host piece per message;
 
-and either policy: ``Waitall`` (:func:`pyhccl.run.timeout.waitall`) or polling against a
-deadline (:func:`pyhccl.run.timeout.wait_pending`), after which the loop raises naming the step.
+and either policy: ``Waitall``, or polling against a deadline (:func:`pyhccl.run.timeout.wait_pending`),
+after which the loop raises naming the step and the transfers still pending.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from functools import partial
 from typing import Any, Callable
 
 import numpy as np
+from mpi4py import MPI
 
 from ..plan.ir import Buf, Region
-from .timeout import wait_pending, waitall
+from .timeout import wait_pending
 
-__all__ = ["HostTransport", "DeviceTransport", "HOST", "TAG", "BUF_INDEX"]
+__all__ = ["HostTransport", "DeviceTransport", "HOST", "TAG", "BUF_INDEX", "host_view"]
 
 #: The MPI tag of every message of a plan.
 TAG = 0x48CC
@@ -31,9 +33,18 @@ TAG = 0x48CC
 BUF_INDEX = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2}
 
 
-def _policy(timeout: float | None) -> Callable[[list], Any]:
-    """``Waitall``, or with a timeout the indices still pending after ``timeout`` seconds."""
-    return waitall if timeout is None else partial(wait_pending, timeout=timeout)
+def _policy(timeout: float | None) -> Callable[[list], bool]:
+    """``Waitall``, or with a timeout a wait of ``timeout`` seconds; true when every request completed."""
+    return MPI.Request.Waitall if timeout is None else partial(_done_by, timeout=timeout)
+
+
+def _done_by(reqs: list, timeout: float) -> bool:
+    return not wait_pending(reqs, timeout)
+
+
+def _parts(t: Any) -> tuple:
+    """What the loop takes from transport ``t``, in one tuple: one attribute load per call on the hot path."""
+    return t.view, t.copyto, t.stage, t.wait, t.land, t.finish
 
 
 def host_view(bufs: tuple[np.ndarray, ...], r: Region) -> np.ndarray:
@@ -48,27 +59,19 @@ def host_view(bufs: tuple[np.ndarray, ...], r: Region) -> np.ndarray:
 class HostTransport:
     """numpy arrays: messages are slices of the user's arrays, local ops are numpy's."""
 
-    __slots__ = ("timeout", "wait")
-    land = None
+    __slots__ = ("timeout", "wait", "parts")
+    stage = land = finish = None
     view = staticmethod(host_view)
     copyto = staticmethod(np.copyto)
 
     def __init__(self, timeout: float | None = None) -> None:
         self.timeout = timeout
         self.wait = _policy(timeout)
+        self.parts = _parts(self)
 
     @staticmethod
     def raw(bufs: tuple[np.ndarray, ...]) -> list[np.ndarray]:
         return [b.view(np.uint8) for b in bufs]
-
-    @staticmethod
-    def post(comm: Any, raw: list[np.ndarray], msgs: list[tuple]) -> list:
-        isend, irecv = comm.Isend, comm.Irecv
-        return [isend(raw[b][lo:hi], peer, TAG) if send else irecv(raw[b][lo:hi], peer, TAG)
-                for send, peer, b, lo, hi in msgs]
-
-    def finish(self) -> None:
-        return None
 
 
 #: The host transport without a timeout: the hot path's, shared.
@@ -84,7 +87,7 @@ class DeviceTransport:
     the largest step's messages (the pinned space needed).
     """
 
-    __slots__ = ("dev", "timeout", "wait", "copyto", "land", "pinned", "mem")
+    __slots__ = ("dev", "timeout", "wait", "copyto", "land", "pinned", "parts")
 
     def __init__(self, dev: Any, timeout: float | None, staged_nbytes: int) -> None:
         self.dev, self.timeout, self.wait = dev, timeout, _policy(timeout)
@@ -92,7 +95,7 @@ class DeviceTransport:
         direct = dev.direct()
         self.pinned = None if direct else dev.pinned(staged_nbytes)
         self.land = None if direct else self._unstage
-        self.mem: list = []
+        self.parts = _parts(self)
 
     def raw(self, bufs: tuple) -> list:
         return [self.dev.bytes(b) for b in bufs]
@@ -104,7 +107,8 @@ class DeviceTransport:
             return arr[r.offset:r.offset + r.count]
         return self.dev.as_strided(arr[r.offset:], (r.repeat, r.count), (r.stride * arr.itemsize, arr.itemsize))
 
-    def post(self, comm: Any, raw: list, msgs: list[tuple]) -> list:
+    def stage(self, raw: list, msgs: list[tuple]) -> list:
+        """Each message's memory: device memory, or a pinned piece (the sends' copied there)."""
         dev = self.dev
         if self.pinned is None:
             mem = [dev.mpi_buffer(raw[b][lo:hi]) for _, _, b, lo, hi in msgs]
@@ -116,14 +120,12 @@ class DeviceTransport:
                 if send:
                     dev.to_host(mem[-1], raw[b][lo:hi])
             dev.staged_pieces += len(msgs)
-        self.mem = mem
         dev.synchronize()               # the data to send is complete; earlier copies out of pinned too
-        return [comm.Isend(m, peer, TAG) if send else comm.Irecv(m, peer, TAG)
-                for (send, peer, *_), m in zip(msgs, mem)]
+        return mem
 
-    def _unstage(self, raw: list, msgs: list[tuple]) -> None:
+    def _unstage(self, raw: list, msgs: list[tuple], mem: list) -> None:
         """The received pinned pieces to their place on the device."""
-        for (send, _, b, lo, hi), m in zip(msgs, self.mem):
+        for (send, _, b, lo, hi), m in zip(msgs, mem):
             if not send:
                 self.dev.from_host(raw[b][lo:hi], m)
 
