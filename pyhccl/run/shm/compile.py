@@ -296,12 +296,13 @@ def compile_shm(call: Call, plans: Sequence[Plan], itemsize: int, rank: int) -> 
     for ``rank`` and elements of ``itemsize`` bytes. Cached: the same plans compile once.
 
     Raises:
-        ValueError: not one plan per rank of ``call``.
+        ValueError: not one plan per rank of ``call``, in rank order.
     """
     plans = tuple(plans)
-    if len(plans) != call.nranks:
-        raise ValueError(f"expecting one plan per rank ({call.nranks}) for the shared-memory engine, got "
-                         f"{len(plans)}; build every rank's plan with pyhccl.plan.build_plan")
+    if len(plans) != call.nranks or any(p.rank != r for r, p in enumerate(plans)):
+        raise ValueError(f"expecting every rank's plan, rank by rank ({call.nranks}), for the shared-memory engine, "
+                         f"got the plans of ranks {[p.rank for p in plans]}; build them with "
+                         f"[pyhccl.plan.build_plan(call, algo, r) for r in range(call.nranks)]")
     return _compile(call, plans, itemsize, rank)
 
 
