@@ -69,7 +69,7 @@ def main() -> int:
             print(f"  {4 * k:>10} {row[0]:>10.1f} {row[1]:>7.2f} {row[2]:>10.1f} {row[3]:>7.2f}  "
                   f"{'device' if aware else 'host copy'}", flush=True)
     wrong = comm.allreduce(wrong)
-    c._pcomm.Free()
+    c.release()
     if rank == 0:
         print(f"# Out of bounds values : {wrong} {'OK' if not wrong else 'FAILED'}")
     return 1 if wrong else 0

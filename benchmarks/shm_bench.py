@@ -21,8 +21,9 @@ from mpi4py import MPI
 
 from pyhccl.core.call import Call
 from pyhccl.plan.api import build_plan
+from pyhccl.core.settings import ub_transfer_bytes
 from pyhccl.run.mpi import compile_plan
-from pyhccl.run.shm import compile_shm, shm_engine
+from pyhccl.run.shm import ShmRunner, compile_shm, shm_engine
 
 TEMPLATES = {"allreduce": ["MeshTwoShot", "MeshOneShot", "Ring", "NHR"],
              "all_gather": ["Mesh", "Ring"], "reduce_scatter": ["Mesh", "Ring"]}
@@ -80,16 +81,16 @@ def main() -> None:
             bw = lambda t: factor * nbytes / t / 1e9
             for algo in TEMPLATES[op]:
                 plan = build_plan(call, algo, rank)
-                cp = compile_plan(plan, 4)
+                cp = compile_plan(plan, 4, ub_transfer_bytes())
                 scratch = np.empty(cp.scratch_count, np.float32)
-                sp = compile_shm(call, algo, 4, rank)
+                sp = ShmRunner(compile_shm(call, [build_plan(call, algo, r) for r in range(n)], 4, rank), eng)
                 y = np.empty(nout, np.float32)
                 wi, wo = eng.alloc(nin * 4).view(np.float32), eng.alloc(nout * 4).view(np.float32)
                 wi[:] = x
                 variants = [(lambda: native(x, want), want),
                             (lambda: cp.run(comm, (x, y, scratch), np.add), y),
-                            (lambda: sp.run(eng, (x, y, None), np.add), y),
-                            (lambda: sp.run(eng, (wi, wo, None), np.add), wo)]
+                            (lambda: sp.run(comm, (x, y, None), np.add), y),
+                            (lambda: sp.run(comm, (wi, wo, None), np.add), wo)]
                 oks = []
                 for fn, got in variants[1:]:
                     fn()

@@ -4,7 +4,7 @@ Run under MPI from the repository root (heavy yield only with more ranks than co
 
     .venv/bin/mpiexec -n 2 .venv/bin/python benchmarks/shm_copies.py [--algos MeshTwoShot,NHR] [--sizes 4M,16M,64M]
 
-The @shm engine (pyhccl/run/shm.py) runs a plan on the caller's numpy arrays: the part of the
+The @shm engine (pyhccl/run/shm/) runs a plan on the caller's numpy arrays: the part of the
 input a peer loads is first copied into this rank's segment of the shared window, and results a
 peer wrote there are copied out. For each size, rank 0 prints native MPI's Allreduce, each
 algorithm on ordinary arrays, and the same plan on arrays in shared memory (``ShmEngine.alloc``, what
@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyhccl.bench.driver import time_call  # noqa: E402
 from pyhccl.core.call import Call  # noqa: E402
-from pyhccl.run.shm import compile_shm, shm_engine  # noqa: E402
+from pyhccl.plan.api import build_plan  # noqa: E402
+from pyhccl.run.shm import ShmRunner, compile_shm, shm_engine  # noqa: E402
 from pyhccl.core.units import format_size, parse_size  # noqa: E402
 
 
@@ -51,15 +52,16 @@ def main() -> int:
         y = np.empty_like(x)
         res = {"native": time_call(comm, lambda: comm.Allreduce(x, y), a.iters, 2, blocks=3)}
         for algo in a.algos.split(","):
-            plan = compile_shm(Call("allreduce", n, count), algo, 4, rank)
+            call = Call("allreduce", n, count)
+            runner = ShmRunner(compile_shm(call, [build_plan(call, algo, r) for r in range(n)], 4, rank), engine)
             inp, out = (engine.alloc(nbytes).view(np.float32) for _ in range(2))
             inp[...] = rank + 1
             for label, bufs in ((f"{algo}@shm", (x, y, None)), (f"{algo}@shm in window", (inp, out, None))):
                 bufs[1][...] = 0
-                plan.run(engine, bufs, np.add)
+                runner.run(comm, bufs, np.add)
                 if comm.allreduce(int(not np.all(bufs[1] == want)), op=MPI.MAX):
                     raise SystemExit(f"{label} gave a wrong AllReduce of {nbytes} B")
-                res[label] = time_call(comm, lambda: plan.run(engine, bufs, np.add), a.iters, 2, blocks=3)
+                res[label] = time_call(comm, lambda: runner.run(comm, bufs, np.add), a.iters, 2, blocks=3)
             engine.release(inp)
             engine.release(out)
         if rank == 0:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pyhccl import Communicator  # noqa: E402
 from pyhccl.bench.driver import time_call  # noqa: E402
-from pyhccl.run.mpi import UB_TRANSFER_BYTES  # noqa: E402
+from pyhccl.core.settings import UB_TRANSFER_BYTES  # noqa: E402
 from pyhccl.core.units import format_size, parse_size  # noqa: E402
 
 

@@ -12,7 +12,7 @@ from .verify.sim import SimulationError, simulate
 
 if TYPE_CHECKING:
     from .comm import Communicator
-    from .run.mpi import CollectiveTimeoutError
+    from .run.timeout import CollectiveTimeoutError
 
 __all__ = ["Communicator", "CollectiveTimeoutError", "ALLREDUCE_ALGOS", "Call", "Plan", "build_plan", "format_plans",
            "SimulationError", "simulate"]
@@ -24,6 +24,6 @@ def __getattr__(name: str):
         from .comm import Communicator
         return Communicator
     if name == "CollectiveTimeoutError":
-        from .run.mpi import CollectiveTimeoutError
+        from .run.timeout import CollectiveTimeoutError
         return CollectiveTimeoutError
     raise AttributeError(f"module 'pyhccl' has no attribute {name!r}")

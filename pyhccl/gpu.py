@@ -2,11 +2,12 @@
 
 A device array (a ``cupy.ndarray``, any object with ``__cuda_array_interface__``, or a DLPack
 object on a CUDA device) is parsed like a host buffer, but its job carries a
-:class:`DeviceBackend`: the compiled plan runs with :meth:`pyhccl.run.mpi.CompiledPlan.run_device`,
-whose local reduces and copies run on the device, and whose messages go to MPI as device memory
-when the MPI library is CUDA-aware (:func:`cuda_aware`), else through pinned host pieces of at
-most the UB transfer size. The user's array is written in place; nothing is copied whole to
-the host. cupy is imported on the first device array only.
+:class:`DeviceBackend`: the runner runs with :meth:`pyhccl.run.base.Runner.run_device`; the MPI
+runtime's local reduces and copies then run on the device, and its messages go to MPI as device
+memory when the MPI library is CUDA-aware (:func:`cuda_aware`), else through pinned host pieces
+of at most the UB transfer size. The user's array is written in place; nothing is copied whole
+to the host (except by a runner that reads host memory only, the shared-memory engine's).
+cupy is imported on the first device array only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from functools import cache
 from typing import Any, Callable, ContextManager
 
 import numpy as np
+
+from .core import settings
+from .run.base import Runner
 
 __all__ = ["DeviceBackend", "EmulatedArray", "EmulatedDevice", "backend_of", "cuda_aware", "register",
            "unregister"]
@@ -35,12 +39,8 @@ def cuda_aware() -> bool:
     Raises:
         ValueError: ``PYHCCL_CUDA_AWARE`` set to something other than 0, 1 or empty.
     """
-    value = os.environ.get("PYHCCL_CUDA_AWARE", "").strip()
-    if value:
-        if value not in ("0", "1"):
-            raise ValueError(f"expecting PYHCCL_CUDA_AWARE to be 0, 1 or empty (ask the MPI library), got {value!r}")
-        return value == "1"
-    return _library_cuda_support()
+    value = settings.cuda_aware()
+    return _library_cuda_support() if value is None else value
 
 
 @cache
@@ -89,23 +89,22 @@ class DeviceBackend:
         """Whether messages go to MPI as device memory (else staged through pinned host memory)."""
         return cuda_aware()
 
-    def run(self, plan: Any, comm: Any, job: Any, timeout: float | None = None) -> None:
-        """Run a compiled plan on ``job``'s device arrays, on their device; the result stays in ``job.out``."""
+    def run(self, runner: Runner, comm: Any, job: Any, timeout: float | None = None) -> None:
+        """Run ``runner`` on ``job``'s device arrays (``job.inp``, ``job.out``, ``job.dtype``, ``job.ufunc``),
+        on their device; the result stays in ``job.out``."""
         like = job.out if job.out.size else job.inp
         with self.on(like):
-            if not hasattr(plan, "run_device"):      # the shared-memory engine: host memory only
-                return self._run_on_host(plan, comm, job, timeout)
-            scratch = self.scratch(job.dtype, plan.scratch_count, like)
-            ufunc = self.ufunc(job.ufunc) if job.ufunc is not None else None
-            plan.run_device(comm, (job.inp, job.out, scratch), self, ufunc, timeout)
-        return None
+            scratch = self.scratch(job.dtype, runner.scratch_count, like)
+            runner.run_device(comm, (job.inp, job.out, scratch), self, job.ufunc, timeout)
 
-    def _run_on_host(self, plan: Any, comm: Any, job: Any, timeout: float | None) -> None:
-        """A plan that runs on host memory only: copy input and output there and the output back."""
-        out = self.get(job.out)
-        inp = out if job.inp is job.out else self.get(job.inp)
-        plan.run(comm, (inp, out, np.empty(plan.scratch_count, job.dtype)), job.ufunc, timeout)
-        self.from_host(self.bytes(job.out), out.view(np.uint8))
+    def run_on_host(self, runner: Runner, comm: Any, bufs: tuple, ufunc: Callable | None,
+                    timeout: float | None = None) -> None:
+        """Run a runner that reads host memory only on device ``bufs``: input and output copied to the host,
+        :meth:`~pyhccl.run.base.Runner.run` there, the output copied back."""
+        out = self.get(bufs[1])
+        inp = out if bufs[0] is bufs[1] else self.get(bufs[0])
+        runner.run(comm, (inp, out, np.empty(runner.scratch_count, out.dtype)), ufunc, timeout)
+        self.from_host(self.bytes(bufs[1]), out.view(np.uint8))
         self.synchronize()
 
     def get(self, arr: Any) -> np.ndarray:

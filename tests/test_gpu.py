@@ -113,7 +113,7 @@ def test_cupy_allreduce_stays_on_its_device(cp, last_gpu, monkeypatch):
     assert isinstance(out, cp.ndarray) and out.device.id == last_gpu
     assert np.array_equal(out.get().ravel(), np.arange(1000, dtype=np.float32))
     assert np.array_equal(x.get(), np.arange(1000, dtype=np.float32))
-    c._pcomm.Free()
+    c.release()
 
 
 def test_cupy_backend_pieces(cp, last_gpu):

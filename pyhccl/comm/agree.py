@@ -16,7 +16,9 @@ from ..algo import registry
 from ..algo.names import AlgoRef, Runtime, parse_algo_ref
 from ..core.call import OPS, Call
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
-from ..run.mpi import CompiledPlan, allgather_timed, compile_plan
+from ..run.base import Runner
+from ..run.mpi import compile_plan
+from ..run.timeout import allgather_timed
 from ..run.shm import OPS as SHM_OPS
 from ..run.shm import ShmRunner, compile_shm, shm_engine
 from ..select import Selection, SelectionError, normalize_op, parse_override, select_for
@@ -76,7 +78,7 @@ class Planner:
         profile: the measured profile the selection uses (from the tuning file), or None.
         selection: the selector's settings (``mode``, ``expansion_mode``, ``tuner``; :func:`pyhccl.core.settings.selection`).
         ub_transfer_bytes: the largest message a step is sliced into.
-        timeout: seconds a step may wait (None: no limit; the shared-memory engine runs only without one).
+        timeout: seconds a step may wait (None: no limit), on either runtime.
     """
 
     def __init__(self, comm: MPI.Intracomm, topology: Topology, algo: AlgoRef | None, override: str | None,
@@ -113,7 +115,7 @@ class Planner:
                 return ""
         return text
 
-    def agree(self, job: Job, shape: Call, comm: MPI.Intracomm) -> tuple[Agreed, CompiledPlan | ShmRunner | None]:
+    def agree(self, job: Job, shape: Call, comm: MPI.Intracomm) -> tuple[Agreed, Runner | None]:
         """Choose and build on every rank, then one allgather on ``comm``: same call, same algorithm, or fail
         together. Returns the agreed algorithm and, when built here, its plan."""
         call, spec = job.call, job.call.spec
@@ -162,18 +164,13 @@ class Planner:
         log.debug("pyhccl: %s -> %s", what, name)
         return (ref, sel), plan
 
-    def build(self, job: Job, ref: AlgoRef) -> CompiledPlan | ShmRunner:
+    def build(self, job: Job, ref: AlgoRef) -> Runner:
         """The runnable plan of ``ref`` for this rank's part of ``job``."""
         call, rank, name = job.call, self.rank, ref.name
-        layout = self.topology.layout
-        if ref.shm and self.timeout is None and call.op in SHM_OPS:
-            groups = None
-            if name not in flat_names(call.op):
-                nlev = len(registry.get(name).levels)
-                groups = [layout.algo_groups(r, nlev) for r in range(call.nranks)]
-            plan = compile_shm(call, name, job.dtype.itemsize, rank, groups, uniform=layout.uniform)
-            return ShmRunner(plan, shm_engine(self.comm))
-        # no timeouts on the shared-memory engine, no rooted ops (a root's own IN_PLACE): the same plan over MPI
+        if ref.shm and call.op in SHM_OPS:
+            plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
+            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank), shm_engine(self.comm))
+        # rooted ops (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
         plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)
 

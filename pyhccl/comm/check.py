@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from ..run.mpi import CollectiveTimeoutError, allgather_timed, wait_pending
+from ..run.timeout import CollectiveTimeoutError, allgather_timed, wait_pending
 from .buffers import SUPPORTED_DTYPES, SUPPORTED_OPS
 from .job import Job, describe, shared_shape, total
 from .parsers import PARSERS

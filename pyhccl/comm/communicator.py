@@ -186,7 +186,7 @@ class Communicator:
 
     @property
     def compiled_plans(self) -> Mapping[tuple, Any]:
-        """The compiled plans (read-only): :class:`pyhccl.run.mpi.CompiledPlan` or :class:`pyhccl.run.shm.ShmRunner`."""
+        """The compiled plans (read-only), each a :class:`pyhccl.run.base.Runner` (MPI or shared-memory runtime)."""
         return MappingProxyType(self._dispatch.plans)
 
     @property

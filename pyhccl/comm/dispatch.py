@@ -12,9 +12,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-from ..run.mpi import CollectiveTimeoutError, CompiledPlan
+from ..run.base import Runner
+from ..run.timeout import CollectiveTimeoutError
 from ..run.pool import ScratchPool
-from ..run.shm import ShmRunner
 from ..select import Selection
 from ..tune.file import NATIVE
 from .agree import Agreed, Planner
@@ -56,7 +56,7 @@ class Dispatcher:
         self.comm, self.pcomm, self.agree_comm, self.planner = comm, pcomm, pcomm, planner
         self.check, self.timeout, self.abort_on_timeout = check, timeout, abort_on_timeout
         self.agreed: OrderedDict[tuple, Agreed] = OrderedDict()
-        self.plans: OrderedDict[tuple, CompiledPlan | ShmRunner] = OrderedDict()
+        self.plans: OrderedDict[tuple, Runner] = OrderedDict()
         self.warm = WarmCache()
         self.last_selection: Selection | None = None
         self.fallbacks = 0
@@ -134,7 +134,7 @@ class Dispatcher:
             del self.agreed[key]        # some rank has not agreed on this shape: all agree afresh
         return job
 
-    def _compiled(self, job: Job) -> CompiledPlan | ShmRunner | None:
+    def _compiled(self, job: Job) -> Runner | None:
         """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call."""
         key = job_key(job)
         hit = self.agreed.get(key)

@@ -42,7 +42,7 @@ def exercise(c, wrap, unwrap, k=37, dtypes=("float32", "int64")):
     """
     bad = []
     n, r = c.Get_size(), c.Get_rank()
-    native = c._comm
+    native = c.comm
 
     def both(label, method, build):
         h_args, h_outs = build(lambda a: a.copy())
@@ -121,8 +121,8 @@ def expect_all(ok):
 def test_every_op_on_the_device(device):
     c = pyhccl.Communicator(COMM, ub_transfer_bytes=UB)
     bad = exercise(c, wrap, unwrap)
-    msgs = sum(len(s[0]) for p in c._plans.values() if isinstance(p, CompiledPlan) for s in p.steps)
-    c._pcomm.Free()
+    msgs = sum(len(s[0]) for p in c.compiled_plans.values() if isinstance(p, CompiledPlan) for s in p.steps)
+    c.release()
     assert c.fallbacks == 0
     expect_all(not bad)
     assert not bad, bad[:4]
@@ -143,8 +143,8 @@ def test_staged_pieces_are_the_plans_messages(device):
     k = 1000                                         # 4000 bytes: at least 4000 / 64 pieces per rank's share
     out = wrap(np.zeros(k, np.float32))
     c.Allreduce(wrap(np.ones(k, np.float32)), out)
-    (plan,) = c._plans.values()
-    c._pcomm.Free()
+    (plan,) = c.compiled_plans.values()
+    c.release()
     assert device.staged_pieces == sum(len(s[0]) for s in plan.steps) == len(device.pieces)
     assert all(0 < p <= UB for p in device.pieces)
     assert (SIZE == 1) == (device.staged_pieces == 0)
@@ -157,7 +157,7 @@ def test_timed_loop_on_the_device(device):
     c = pyhccl.Communicator(COMM, ub_transfer_bytes=UB, timeout=60)
     out = wrap(np.zeros(50, np.int32))
     c.Allreduce(wrap(np.arange(50, dtype=np.int32)), out, MPI.MAX)
-    c._pcomm.Free()
+    c.release()
     assert np.array_equal(unwrap(out), np.arange(50, dtype=np.int32))
 
 
@@ -169,4 +169,4 @@ def test_mixed_host_and_device_raises(device):
         c.Allreduce(np.ones(4, np.float32), wrap(np.zeros(4, np.float32)))
     with pytest.raises(ValueError, match="got sendbuf on emulated device 3 and recvbuf on the host"):
         c.Allgather(wrap(np.ones(4, np.float32)), np.zeros(4 * SIZE, np.float32))
-    c._pcomm.Free()
+    c.release()

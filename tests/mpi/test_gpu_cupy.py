@@ -55,7 +55,7 @@ def test_every_op_staged(monkeypatch, no_host_runner):
     before = backend.staged_pieces
     c = pyhccl.Communicator(COMM, ub_transfer_bytes=UB)
     bad = exercise(c, wrap, unwrap, dtypes=("float32", "float64", "int32"))
-    c._pcomm.Free()
+    c.release()
     assert COMM.allreduce(not bad, op=MPI.LAND), bad[:4]
     assert c.fallbacks == 0
     assert (backend.staged_pieces > before) == (SIZE > 1)
@@ -69,7 +69,7 @@ def test_every_op_direct(monkeypatch, no_host_runner):
     before = backend.staged_pieces
     c = pyhccl.Communicator(COMM, ub_transfer_bytes=UB)
     bad = exercise(c, wrap, unwrap)
-    c._pcomm.Free()
+    c.release()
     assert COMM.allreduce(not bad, op=MPI.LAND), bad[:4]
     assert backend.staged_pieces == before
 
@@ -84,6 +84,6 @@ def test_large_allreduce_default_ub(monkeypatch):
         out = cp.empty_like(x)
     c.Allreduce(x, out)
     c.Allreduce(MPI.IN_PLACE, x, MPI.MAX)
-    c._pcomm.Free()
+    c.release()
     assert float(out[0]) == float(out[-1]) == SIZE * (SIZE + 1) / 2 and out.device.id == GPU
     assert float(x.min()) == SIZE

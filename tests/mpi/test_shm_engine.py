@@ -3,8 +3,11 @@
 Every template of AllReduce, AllGather, ReduceScatter, Broadcast and AlltoAll, plus HCCL's
 multi-level names on emulated layouts, runs over the shared window with counts 0, 1, primes
 and 300001, out of place and in place; inputs are small integers so every reduction order
-gives the same bits and results compare with ``array_equal``.
+gives the same bits and results compare with ``array_equal``. With a timeout, a rank that never
+reaches a node barrier makes the others raise CollectiveTimeoutError.
 """
+
+import time
 
 import numpy as np
 import pytest
@@ -12,9 +15,10 @@ from mpi4py import MPI
 
 from pyhccl.algo import registry
 from pyhccl.core.call import OPS, Call
-from pyhccl.plan.api import NotRunnableError, flat_names
-from pyhccl.run.shm import ShmEngine, ShmPlan, compile_shm, run_shm, shm_engine
-from pyhccl.verify.api import _groups, machine
+from pyhccl.plan.api import NotRunnableError, build_plan, flat_names
+from pyhccl.run.shm import ShmEngine, ShmPlan, ShmRunner, compile_shm, shm_engine
+from pyhccl.run.timeout import CollectiveTimeoutError
+from pyhccl.topo.machine import machine
 
 pytestmark = pytest.mark.mpi
 
@@ -36,6 +40,15 @@ def data(count, rank, op="sum"):
     return v.astype(np.float32)
 
 
+def plans_for(call, algo, groups=None):
+    """Every rank's plan of ``call`` (``groups``: per rank, its level groups for an HCCL name)."""
+    return [build_plan(call, algo, r, None if groups is None else groups[r]) for r in range(call.nranks)]
+
+
+def compiled(call, algo, groups=None):
+    return compile_shm(call, plans_for(call, algo, groups), 4, RANK)
+
+
 def run_case(call, algo, groups=None, op="sum", eng=None):
     """This rank's ``(got, want)`` for ``call`` run by the shm engine."""
     r = RANK
@@ -49,8 +62,7 @@ def run_case(call, algo, groups=None, op="sum", eng=None):
         inp = out
     else:
         out, inp = np.full(nout, -99, np.float32), xs[r].copy()
-    plan = compile_shm(call, algo, 4, r, groups)
-    plan.run(eng or shm_engine(COMM), (inp, out, None), UFUNCS[op])
+    ShmRunner(compiled(call, algo, groups), eng or shm_engine(COMM)).run(COMM, (inp, out, None), UFUNCS[op])
     return (None if want is None else out[:len(want)]), want
 
 
@@ -98,13 +110,13 @@ def test_reduce_ops():
 @pytest.mark.skipif(N not in (4, 8), reason="the emulated layouts need 4 or 8 ranks")
 @pytest.mark.parametrize("op", sorted(HCCL))
 def test_hccl_multilevel(op):
-    topo = machine(f"1x2x{N // 2}").text
+    topo = machine(f"1x2x{N // 2}")
     cases = []
     for name in HCCL[op]:
-        groups = _groups(topo, len(registry.get(name).levels))
+        groups = topo.all_groups(len(registry.get(name).levels))
         for call in calls(op, (1, 13, 1009)):
             try:
-                compile_shm(call, name, 4, RANK, groups)
+                compiled(call, name, groups)
             except NotRunnableError:
                 continue
             cases.append((f"{op} {name} {call.count} ip={call.in_place}", call, name, groups, "sum"))
@@ -121,13 +133,15 @@ def test_allocated_buffers_are_read_in_place(algo):
     inp, out = (eng.alloc(1010 * 4).view(np.float32) for _ in range(2))
     mine = inp[3:1004] if RANK % 2 == 0 else np.empty(1001, np.float32)
     mine[:] = xs[RANK]
-    plan = compile_shm(Call("allreduce", N, 1001), algo, 4, RANK)
+    plan = compiled(Call("allreduce", N, 1001), algo)
+    runner = ShmRunner(plan, eng)
     for o in (out[:1001], out[9:], np.empty(1001, np.float32)):
         o[:] = 0
-        plan.run(eng, (mine, o, None), np.add)
+        runner.run(COMM, (mine, o, None), np.add)
         assert np.array_equal(o, want) and isinstance(plan, ShmPlan)
     out[:1001] = xs[RANK]                                   # in place
-    compile_shm(Call("allreduce", N, 1001, in_place=True), algo, 4, RANK).run(eng, (out[:1001], out[:1001], None), np.add)
+    ShmRunner(compiled(Call("allreduce", N, 1001, in_place=True), algo), eng) \
+        .run(COMM, (out[:1001], out[:1001], None), np.add)
     assert np.array_equal(out[:1001], want)
     assert eng.where(inp[:0])[0] and eng.where(inp[5:9]) == (eng.where(inp)[0], 20)
     assert eng.where(np.empty(3)) == (0, 0)
@@ -145,14 +159,15 @@ def test_alloc_refuses_different_sizes_and_frees():
         eng.release(np.empty(4))
 
 
-def test_run_shm_caches_engine_and_window():
+def test_engine_and_window_are_cached():
     call = Call("allreduce", N, 4096)
     x = data(4096, RANK)
     out = np.empty_like(x)
-    run_shm(COMM, call, "MeshOneShot", x, out, np.add)
+    assert compiled(call, "MeshOneShot") is compiled(call, "MeshOneShot")
+    ShmRunner(compiled(call, "MeshOneShot"), shm_engine(COMM)).run(COMM, (x, out, None), np.add)
     eng = shm_engine(COMM)
     gen = eng.generation
-    run_shm(COMM, call, "MeshOneShot", x, out, np.add)
+    ShmRunner(compiled(call, "MeshOneShot"), shm_engine(COMM)).run(COMM, (x, out, None), np.add)
     assert shm_engine(COMM) is eng and eng.generation == gen
     assert np.array_equal(out, sum((data(4096, j) for j in range(N)), np.zeros(4096, np.float32)))
 
@@ -183,3 +198,40 @@ class _TwoNodes:
 def test_refuses_ranks_on_several_nodes():
     with pytest.raises(ValueError, match="one node .* use the MPI runtime"):
         ShmEngine(_TwoNodes(COMM))
+
+
+@pytest.mark.skipif(N == 1, reason="a late rank needs a peer")
+def test_a_late_rank_times_out_the_others_in_a_named_step():
+    """With a timeout, the ranks waiting at a node barrier for a rank that never comes raise
+    CollectiveTimeoutError naming the algorithm and step, within the timeout; the late rank then
+    reaches the barrier they left pending, so the engine frees cleanly. A timed-out engine is
+    unusable: it gets a communicator of its own."""
+    comm = COMM.Dup()
+    eng = ShmEngine(comm)
+    call = Call("allreduce", N, 64)
+    runner = ShmRunner(compiled(call, "MeshTwoShot"), eng)
+    x, out = data(64, RANK), np.zeros(64, np.float32)
+    runner.run(comm, (x, out, None), np.add, timeout=60)          # every rank on time: the window is made
+    ok = np.array_equal(out, sum((data(64, j) for j in range(N)), np.zeros(64, np.float32)))
+    late, timeout, error, waited = N - 1, 0.5, None, 0.0
+    if RANK == late:
+        time.sleep(4 * timeout)
+        eng.sync(timeout=60)                  # catches up with the pending barrier (an Ibarrier, as theirs)
+    else:
+        start = time.monotonic()
+        try:
+            runner.run(comm, (x, out, None), np.add, timeout=timeout)
+        except CollectiveTimeoutError as e:
+            error = e
+        waited = time.monotonic() - start
+    COMM.Barrier()
+    eng.free()
+    comm.Free()
+    assert ok
+    if RANK != late:
+        assert error is not None and timeout <= waited < timeout + 1.5, (error, waited)
+        step = error.step
+        assert f"rank {RANK} waited 0.5 s (PYHCCL_TIMEOUT) in the node barrier before step {step} (of steps 0.." \
+            in str(error)
+        assert "of allreduce algorithm MeshTwoShot@shm (count 64, 4-byte elements); still pending: " in str(error)
+        assert error.algorithm == "MeshTwoShot@shm" and isinstance(step, int) and len(error.pending) == 1

@@ -1,0 +1,28 @@
+"""Shared-memory runtime: every rank's plan run on one node through an MPI-3 shared window.
+
+The plans are the ones the MPI runtime runs (:mod:`pyhccl.run.mpi`); only the transport
+differs. Each rank's data that a peer reads lives in that rank's segment of one window, and a
+receive becomes a load from the peer's segment, the way UB's memory semantics let an NPU load
+and reduce a peer's HBM (HCCL's Mesh templates over ``MemSemantic`` links).
+
+* :mod:`.engine` — the window and node communicator of a communicator (:class:`ShmEngine`,
+  cached by :func:`shm_engine`), and memory plans read in place (:meth:`ShmEngine.alloc`);
+* :mod:`.compile` — :func:`compile_shm`: every rank's plan compiled for one rank (:class:`ShmPlan`),
+  with :mod:`.program` placing values and listing the rank's ops and barriers;
+* :mod:`.execute` — :class:`ShmRunner`: a compiled plan run on an engine (a
+  :class:`~pyhccl.run.base.Runner`).
+
+API::
+
+    engine = shm_engine(comm)                    # collective on first use; ValueError off one node
+    plans = [build_plan(call, "MeshTwoShot", r) for r in range(call.nranks)]
+    runner = ShmRunner(compile_shm(call, plans, np.dtype(np.float32).itemsize, comm.Get_rank()), engine)
+    runner.run(comm, (inp, out, None), np.add, timeout=None)   # as CompiledPlan.run
+"""
+
+from .compile import OPS, ShmPlan, compile_shm
+from .engine import KEYVAL, ShmEngine, adopt_engine, release_engine, shm_engine
+from .execute import ShmRunner
+
+__all__ = ["KEYVAL", "OPS", "ShmEngine", "ShmPlan", "ShmRunner", "adopt_engine", "compile_shm", "release_engine",
+           "shm_engine"]

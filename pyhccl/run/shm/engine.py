@@ -1,0 +1,213 @@
+"""The shared-memory engine of one communicator: its node communicator, its growing window, alloc'd memory.
+
+Each rank's data that a peer reads lives in that rank's segment of one window
+(``MPI.Win.Allocate_shared`` on ``comm.Split_type(MPI.COMM_TYPE_SHARED)``); every rank sees
+every segment as a numpy array. The window is allocated once per communicator and grown,
+never per call. :meth:`ShmEngine.alloc` gives memory in a window of its own that plans read in
+place. The engine is cached on its communicator under :data:`KEYVAL` (:func:`shm_engine`).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from mpi4py import MPI
+
+from ..timeout import wait_pending
+
+__all__ = ["KEYVAL", "HEADER", "ShmEngine", "shm_engine", "adopt_engine", "release_engine"]
+
+#: Bytes at the start of a segment: where this call's input and output are (4 int64, padded to a cache line).
+HEADER = 64
+#: The MPI attribute under which a communicator keeps its engine (:func:`shm_engine`).
+KEYVAL = MPI.Comm.Create_keyval()
+#: Window generations, unique over all engines: views a runner bound to a freed window never match a new one.
+_GENERATIONS = itertools.count(1)
+#: Node barriers a timeout left pending that never completed: MPI forbids freeing an active
+#: collective request, so they are kept for the life of the process.
+_ABANDONED: list[MPI.Request] = []
+
+
+class ShmEngine:
+    """The node communicator and the growing shared window of one communicator.
+
+    Attributes:
+        stalled: the node barrier a timeout left pending (the engine is unusable then), else None.
+
+    Raises:
+        ValueError: ranks of ``comm`` on more than one node (the window cannot span nodes).
+    """
+
+    def __init__(self, comm: MPI.Intracomm) -> None:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        ok = node.Get_size() == comm.Get_size()
+        if not comm.allreduce(ok, op=MPI.LAND):
+            node.Free()
+            raise ValueError(f"expecting every rank of the communicator on one node for the shared-memory "
+                             f"engine, got {comm.Get_size()} ranks over several nodes; use the MPI runtime "
+                             f"(pyhccl.run.mpi.compile_plan) or a node communicator "
+                             f"(comm.Split_type(MPI.COMM_TYPE_SHARED))")
+        self.comm, self.rank, self.size = node, node.Get_rank(), node.Get_size()
+        self.win: MPI.Win | None = None
+        self.nbytes = 0
+        self.generation = 0
+        self.users = 1                    # communicators holding it (adopt_engine adds, release_engine drops)
+        self.segments: list[np.ndarray] = []
+        self.heads: list[np.ndarray] = []   # per rank, its header: (input alloc, offset, output alloc, offset)
+        self.heaps: dict[int, _Heap] = {}   # alloc() memory by id (ids never reused: a freed one never matches)
+        self._heap_ids = itertools.count(1)
+        self.stalled: MPI.Request | None = None
+        self._stall_s = 0.0
+
+    def reserve(self, nbytes: int, timeout: float | None = None) -> bool:
+        """Make every segment at least ``nbytes`` (collective: every rank asks for the same).
+
+        With ``timeout``, growing first meets every rank at a node barrier waited that long;
+        False when some rank did not arrive (nothing allocated; :attr:`stalled` is set).
+        """
+        if nbytes <= self.nbytes and self.win is not None:
+            return True
+        if timeout is not None and not self._meet(timeout):
+            return False
+        nbytes = max(nbytes, 2 * self.nbytes, 1 << 16)
+        if self.win is not None:
+            self.win.Unlock_all()
+            self.win.Free()               # nothing outside points into it: runners bind per generation
+        self.win = MPI.Win.Allocate_shared(nbytes, 1, comm=self.comm)
+        self.win.Lock_all(MPI.MODE_NOCHECK)
+        self.segments = []
+        for p in range(self.size):
+            buf, _ = self.win.Shared_query(p)
+            self.segments.append(np.frombuffer(buf, np.uint8, nbytes))
+        self.heads = [seg[:32].view(np.int64) for seg in self.segments]
+        self.nbytes = nbytes
+        self.generation = next(_GENERATIONS)
+        return True
+
+    def sync(self, timeout: float | None = None) -> bool:
+        """Make every rank's stores to the window visible to all: Win.Sync, node barrier, Win.Sync.
+
+        With ``timeout`` the barrier is an Ibarrier waited that long; False when some rank did
+        not arrive in time (the barrier stays pending in :attr:`stalled`; a late rank that
+        catches up with its own ``sync(timeout)`` completes it). MPI matches an Ibarrier only
+        with Ibarriers: every rank passes a timeout, or none does.
+        """
+        self.win.Sync()
+        if timeout is None:
+            self.comm.Barrier()
+        elif not self._meet(timeout):
+            return False
+        self.win.Sync()
+        return True
+
+    def _meet(self, timeout: float) -> bool:
+        """A node barrier waited ``timeout`` seconds; on expiry kept pending in :attr:`stalled`."""
+        req = self.comm.Ibarrier()
+        if wait_pending([req], timeout):
+            self.stalled, self._stall_s = req, timeout
+            return False
+        return True
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of memory that every rank's plans load from in place: this rank's part as uint8.
+
+        Collective: every rank asks for the same size (ValueError on every rank otherwise). The
+        memory is a shared window of its own, valid until :meth:`release` or :meth:`free`.
+        """
+        sizes = self.comm.allgather(int(nbytes))
+        if len(set(sizes)) != 1 or sizes[0] < 0:
+            raise ValueError(f"expecting every rank to allocate the same number of bytes (>= 0) of shared "
+                             f"memory, got {sorted(set(sizes))}; allocate collectively with the same "
+                             f"shape and dtype on every rank")
+        win = MPI.Win.Allocate_shared(max(nbytes, 1), 1, comm=self.comm)
+        win.Lock_all(MPI.MODE_NOCHECK)
+        segs = [np.frombuffer(win.Shared_query(p)[0], np.uint8, max(nbytes, 1))[:nbytes] for p in range(self.size)]
+        heap = _Heap(next(self._heap_ids), win, segs, segs[self.rank])
+        self.heaps[heap.id] = heap
+        return segs[self.rank]
+
+    def release(self, arr: np.ndarray) -> None:
+        """Free the :meth:`alloc` memory ``arr`` lies in (collective; every rank passes its part of the same one)."""
+        hid = self.where(arr)[0]
+        ids = self.comm.allgather(hid)
+        if len(set(ids)) != 1 or not hid:
+            raise ValueError("expecting every rank to free the same shared allocation, got "
+                             + ("an array outside any shared allocation" if not hid else "different ones")
+                             + "; free each array from alloc() once, on every rank together")
+        self.heaps.pop(hid).free()
+
+    def where(self, arr: np.ndarray) -> tuple[int, int]:
+        """``(allocation id, byte offset)`` of ``arr`` in this rank's :meth:`alloc` memory, ``(0, 0)`` outside it."""
+        if self.heaps:
+            lo = arr.__array_interface__["data"][0]
+            hi = lo + arr.nbytes
+            for h in self.heaps.values():
+                if h.lo <= lo and hi <= h.hi and (arr.size or lo == h.lo):    # an empty one: at its start
+                    return h.id, lo - h.lo
+        return 0, 0
+
+    def free(self) -> None:
+        """Free the windows, the :meth:`alloc` memory and the node communicator (collective).
+
+        A node barrier a timeout left pending gets as long again to complete (the late ranks
+        catching up), else it is abandoned.
+        """
+        if self.stalled is not None:
+            if wait_pending([self.stalled], self._stall_s):
+                _ABANDONED.append(self.stalled)
+            self.stalled = None
+        if self.win is not None:
+            self.win.Unlock_all()
+            self.win.Free()
+        for h in self.heaps.values():
+            h.free()
+        self.heaps = {}
+        self.win, self.segments, self.heads, self.nbytes = None, [], [], 0
+        self.comm.Free()
+
+
+class _Heap:
+    """One :meth:`ShmEngine.alloc`: its window, every rank's segment, this rank's address range."""
+
+    __slots__ = ("id", "win", "segments", "lo", "hi")
+
+    def __init__(self, hid: int, win: MPI.Win, segments: list[np.ndarray], mine: np.ndarray) -> None:
+        self.id, self.win, self.segments = hid, win, segments
+        self.lo = mine.__array_interface__["data"][0]
+        self.hi = self.lo + mine.nbytes
+
+    def free(self) -> None:
+        self.win.Unlock_all()
+        self.win.Free()
+
+
+def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
+    """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then)."""
+    eng = comm.Get_attr(KEYVAL)
+    if eng is None:
+        eng = ShmEngine(comm)
+        comm.Set_attr(KEYVAL, eng)
+    return eng
+
+
+def adopt_engine(comm: MPI.Intracomm, engine: ShmEngine) -> None:
+    """Let ``comm`` use ``engine`` (made on another communicator of the same ranks): one window for many
+    communicators that never run at the same time (the benchmark's, one per algorithm)."""
+    if comm.Get_attr(KEYVAL) is engine:
+        return
+    release_engine(comm)
+    engine.users += 1
+    comm.Set_attr(KEYVAL, engine)
+
+
+def release_engine(comm: MPI.Intracomm) -> None:
+    """Drop ``comm``'s engine, if any; the last communicator using it frees its windows and node communicator
+    (collective: before ``comm.Free()``, which frees nothing of the engine)."""
+    eng = comm.Get_attr(KEYVAL)
+    if eng is None:
+        return
+    comm.Delete_attr(KEYVAL)
+    eng.users -= 1
+    if eng.users == 0:
+        eng.free()

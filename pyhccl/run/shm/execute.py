@@ -1,0 +1,237 @@
+"""Running a compiled :class:`~.compile.ShmPlan`: its program bound to numpy views, executed between node barriers.
+
+:class:`ShmRunner` is the engine's :class:`~pyhccl.run.base.Runner`. Per buffer address (and,
+with :meth:`~.engine.ShmEngine.alloc` memory, per peers' places) the program is bound once to
+views of the user's arrays and the window and cached, so a call is one numpy call per
+contiguous piece. With :meth:`~.engine.ShmEngine.alloc` memory allocated, each rank writes
+where its input and output are (allocation and offset) in the header of its segment before
+the first barrier, and binds its loads from peers to what their headers say after it, so ranks
+may mix allocated and ordinary arrays. With a timeout every node barrier is waited against a
+deadline and a rank that does not arrive raises :class:`~pyhccl.run.timeout.CollectiveTimeoutError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ...algo.names import AlgoRef, Runtime
+from ...plan.ir import Buf
+from ..timeout import CollectiveTimeoutError
+from .compile import ShmPlan
+from .engine import ShmEngine
+from .program import BLOCK, COPY, SYNC, UFUNC, USER
+
+__all__ = ["ShmRunner", "CHUNK_BYTES"]
+
+#: Bytes per piece when a run of same-length ops is executed piece by piece (half an L2).
+CHUNK_BYTES = 256 * 1024
+_VIEW_CACHE = 8                     # bound programs (per buffer addresses, and peers' places) kept per runner
+_WHERE = {"before": "before step {t}", "within": "between the loads and the local ops of step {t}",
+          "after": "after step {t}"}
+
+
+class ShmRunner:
+    """A compiled :class:`ShmPlan` on an engine: the :class:`~pyhccl.run.base.Runner` of the shared-memory engine.
+
+    ``scratch`` is ignored (scratch lives in the window); for an in-place call pass ``inp`` =
+    ``out``. ``comm`` is not used: the engine holds the node communicator.
+    """
+
+    scratch_count = 0
+
+    def __init__(self, plan: ShmPlan, engine: ShmEngine) -> None:
+        self.plan, self.engine = plan, engine
+        self._views: OrderedDict = OrderedDict()
+
+    def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
+        """Execute with ``(input, output, scratch)`` numpy arrays of one dtype.
+
+        Raises:
+            CollectiveTimeoutError: with ``timeout`` (seconds), a node barrier some rank did not reach in time.
+        """
+        p, engine = self.plan, self.engine
+        inp, out = bufs[0], bufs[1]
+        if not engine.reserve(p.nbytes, timeout):
+            raise self._stalled(None, timeout)
+        key = (inp.__array_interface__["data"][0], inp.size, out.__array_interface__["data"][0], out.size,
+               out.dtype.str, engine.generation, id(engine))
+        if not engine.heaps:                       # every area where the plan put it: one binding
+            prog = self._views.get(key)
+            if prog is None:
+                prog = self._remember(key, self._bind(inp, out, p.program))
+            self._execute(prog, ufunc, timeout)
+            return
+        places = self._places(inp, out)
+        engine.heads[p.rank][:] = places
+        pre = self._views.get((key, None))
+        if pre is None:
+            pre = self._remember((key, None), self._bind(inp, out, p.program[:p.cut], places))
+        self._execute(pre, ufunc, timeout)
+        if p.cut == len(p.program):
+            return
+        peers = tuple(itertools.chain.from_iterable(h.tolist() for h in engine.heads))   # after the barrier
+        post = self._views.get((key, peers))
+        if post is None:
+            post = self._remember((key, peers), self._bind(inp, out, p.program[p.cut:], peers))
+        self._execute(post, ufunc, timeout)
+
+    def run_device(self, comm: Any, bufs: tuple, dev: Any, ufunc: Callable | None,
+                   timeout: float | None = None) -> None:
+        """The engine reads host memory only: device arrays go through host copies (``dev.run_on_host``)."""
+        dev.run_on_host(self, comm, bufs, ufunc, timeout)
+
+    def _execute(self, prog: list[tuple], ufunc: Callable | None, timeout: float | None) -> None:
+        copyto, sync = np.copyto, self.engine.sync
+        for code, d, a, b in prog:
+            if code == UFUNC:
+                ufunc(a, b, out=d)
+            elif code == COPY:
+                copyto(d, a)
+            elif code == SYNC:
+                if timeout is None:
+                    sync()
+                elif not sync(timeout):
+                    raise self._stalled(d, timeout)
+            else:
+                for c, dd, aa, bb in d:
+                    if c == UFUNC:
+                        ufunc(aa, bb, out=dd)
+                    else:
+                        copyto(dd, aa)
+
+    def _stalled(self, where: tuple[int, str] | None, timeout: float) -> CollectiveTimeoutError:
+        """The error for the node barrier at ``where`` (``(step, "before" | "within" | "after")``; None:
+        the one before the window grows)."""
+        p = self.plan
+        info = p.plan.info
+        algo = str(AlgoRef(info("algo", "?"), Runtime.SHM))
+        step, at = (0, "before the shared window grows, before step 0") if where is None \
+            else (where[0], _WHERE[where[1]].format(t=where[0]))
+        pending = f"the node barrier {at}: some rank of the node has not reached it"
+        return CollectiveTimeoutError(
+            f"rank {self.engine.rank} waited {timeout:g} s (PYHCCL_TIMEOUT) in the node barrier {at} (of steps "
+            f"0..{p.nsteps - 1}) of {info('op', '?')} algorithm {algo} (count {info('count', '?')}, "
+            f"{p.itemsize}-byte elements); still pending: {pending}", algorithm=algo, step=step, pending=[pending])
+
+    def _win_arrays(self, dtype: np.dtype) -> list[dict]:
+        p, arrs = self.plan, []
+        for r in range(p.n):
+            seg = self.engine.segments[r]
+            arrs.append({b: seg[p.areas[(r, b)]:p.areas[(r, b)] + p.sizes[(r, b)] * dtype.itemsize]
+                         .view(dtype) for b in Buf})
+        return arrs
+
+    def _places(self, inp: np.ndarray, out: np.ndarray) -> tuple[int, int, int, int]:
+        """Where this rank's input and output areas are this call: ``(alloc id, byte offset)`` twice, id 0
+        for the plan's own area in the window."""
+        p, engine = self.plan, self.engine
+        me, ip = p.rank, p.call.in_place
+        i = (0, p.areas[(me, Buf.INPUT)]) if ip else engine.where(inp)
+        o = engine.where(out)
+        return (i if i[0] else (0, p.areas[(me, Buf.INPUT)])) + (o if o[0] else (0, p.areas[(me, Buf.OUTPUT)]))
+
+    def _remember(self, key: tuple, prog: list[tuple]) -> list[tuple]:
+        self._views[key] = prog
+        if len(self._views) > _VIEW_CACHE:
+            self._views.popitem(last=False)
+        return prog
+
+    def _bind(self, inp: np.ndarray, out: np.ndarray, program: list[tuple],
+              places: Sequence[int] | None = None) -> list[tuple]:
+        """``program`` with every location turned into a numpy view (the user's or the window's).
+
+        ``places``: ``(alloc id, offset)`` of input and output for this rank (4 numbers) or for every
+        rank (4 per rank); an id other than 0 puts that area in :meth:`ShmEngine.alloc` memory.
+        """
+        p, engine = self.plan, self.engine
+        dt = out.dtype
+        win = self._win_arrays(dt)
+        if places is not None:
+            for r in range(p.n) if len(places) > 4 else (p.rank,):
+                at = places[4 * r:4 * r + 4] if len(places) > 4 else places
+                for j, b in ((0, Buf.INPUT), (2, Buf.OUTPUT)):
+                    if at[j]:
+                        seg = engine.heaps[at[j]].segments[r]
+                        win[r][b] = seg[at[j + 1]:at[j + 1] + p.sizes[(r, b)] * dt.itemsize].view(dt)
+        user = {Buf.INPUT: out if p.call.in_place else inp, Buf.OUTPUT: out}
+        mine = win[p.rank]
+        for b in (Buf.INPUT, Buf.OUTPUT):                   # the user's buffer is the window area
+            if user[b].size and user[b].__array_interface__["data"][0] == mine[b].__array_interface__["data"][0]:
+                user[b] = mine[b]
+
+        def view(loc):
+            if loc is None:
+                return None
+            if loc[0] == USER:
+                arr = user[loc[1]]
+                off, k = loc[2], loc[3]
+            else:
+                arr = win[loc[1]][loc[2]] if len(loc) == 5 else mine[loc[1]]
+                off, k = loc[-2], loc[-1]
+            return arr[off:off + k]
+
+        prog = []
+        for code, d, a, b in program:
+            if code == SYNC:
+                prog.append((code, d, None, None))
+                continue
+            dv, av, bv = view(d), view(a), view(b)
+            if code == COPY and dv.__array_interface__["data"][0] == av.__array_interface__["data"][0]:
+                continue
+            prog.append((code, dv, av, bv))
+        return _blocked(prog, max(1, CHUNK_BYTES // dt.itemsize))
+
+
+def _blocked(prog: list[tuple], chunk: int) -> list[tuple]:
+    """Runs of ops of one length whose shared memory is touched at the same positions, run piece by piece.
+
+    A reduce chain into one destination and the copy of its result then stream each piece
+    through the cache once instead of once per op.
+    """
+    out: list[tuple] = []
+    run: list[tuple] = []
+
+    def flush():
+        if len(run) > 1:
+            n = run[0][1].size
+            pieces = [(c, d[i:i + chunk], a[i:i + chunk], None if b is None else b[i:i + chunk])
+                      for i in range(0, n, chunk) for c, d, a, b in run]
+            out.append((BLOCK, pieces, None, None))
+        else:
+            out.extend(run)
+        run.clear()
+
+    for e in prog:
+        if e[0] == SYNC or e[1].size < 2 * chunk:
+            flush()
+            out.append(e)
+        elif run and (e[1].size != run[0][1].size or not all(_aligned(g, e) for g in run)):
+            flush()
+            run.append(e)
+        else:
+            run.append(e)
+    flush()
+    return out
+
+
+def _span(v: np.ndarray) -> tuple[int, int]:
+    lo = v.__array_interface__["data"][0]
+    return lo, lo + v.nbytes
+
+
+def _aligned(g: tuple, e: tuple) -> bool:
+    """Every write of one op meets the other's locations at the same address or not at all."""
+    for w, others in ((g[1], e[1:]), (e[1], g[1:])):
+        a0, a1 = _span(w)
+        for x in others:
+            if x is None:
+                continue
+            b0, b1 = _span(x)
+            if b0 != a0 and a0 < b1 and b0 < a1:
+                return False
+    return True
+

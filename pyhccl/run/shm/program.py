@@ -1,0 +1,123 @@
+"""This rank's program for the shared-memory engine: where each value lives, and the op list with its barriers.
+
+The compiler (:mod:`.compile`) hands over every rank's ops at atom level with their values
+(defs); this module places each written value — in the window only when a peer reads it, else
+straight in the user's buffer; the user's input enters the window only where a peer reads it,
+and the output leaves it only where the final value is there (copied right after it is
+written) — then lists this rank's ops with a node barrier before each step that loads from a
+peer and after it, and one more between the loads and the local ops of a step in which a rank
+overwrites what a peer loads in that step. Consecutive ops on continuing locations merge.
+
+A program entry is ``(code, dst, a, b)``: :data:`COPY` ``dst = a``, :data:`UFUNC`
+``dst = ufunc(a, b)``, :data:`SYNC` a node barrier (``dst`` then says where: ``(step,
+"before" | "within" | "after")``). A location is ``(USER, buf, offset, count)`` in this
+rank's own buffer, ``(WIN, buf, offset, count)`` in its window area, or ``(WIN, rank, buf,
+offset, count)`` in a peer's.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ...plan.ir import Buf
+
+__all__ = ["COPY", "UFUNC", "SYNC", "BLOCK", "USER", "WIN", "build_program"]
+
+COPY, UFUNC, SYNC, BLOCK = 0, 1, 2, 3
+USER, WIN = "u", "w"
+
+
+def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, hazard: set[int]) -> list[tuple]:
+    """This rank's program from every rank's ops (``_Op`` of :mod:`.compile`) and their values (defs)."""
+    me = rank
+    pulling = {op.step for op in ops if op.kind == "pull" and op.lanes}
+    pulling |= {op.step for op in ops for l in op.lanes
+                if op.kind != "pull" and any(a is not None and a[0] != op.rank for a in l[1:3])}
+    prog: list[tuple] = []
+    for i, d in enumerate(defs):                         # copy-in: user data a peer loads
+        if d["op"] is None and d["atom"][0] == me and _home(me, defs, i, d["atom"]) == WIN:
+            at = d["atom"]
+            prog.append((COPY, (WIN,) + at[1:], (USER,) + at[1:], None))
+    synced = False
+    by_step = defaultdict(list)
+    for op in ops:
+        if op.rank == me:
+            by_step[op.step].append(op)
+    for t in range(nsteps):
+        if t in pulling and not synced:
+            prog.append((SYNC, (t, "before"), None, None))
+        pulls = [op for op in by_step[t] if op.kind == "pull"]
+        local = [op for op in by_step[t] if op.kind != "pull"]
+        for group in (pulls, local):
+            for op in group:
+                prog += _lanes(me, op, defs)
+            if group is pulls and t in hazard:
+                prog.append((SYNC, (t, "within"), None, None))
+        synced = t in pulling
+        if synced:
+            prog.append((SYNC, (t, "after"), None, None))
+    return _coalesce(prog)
+
+
+def _home(me: int, defs: list[dict], d: int | None, atom: tuple) -> str:
+    """Where value ``d`` of ``atom`` lives: the window when a peer reads it (scratch and peers' atoms
+    always), else the user's buffer."""
+    if atom[1] is Buf.SCRATCH or atom[0] != me:
+        return WIN
+    if d is None:
+        return USER
+    info = defs[d]
+    return WIN if any(op.rank != atom[0] for op, _ in info["readers"]) else USER
+
+
+def _lanes(me: int, op: Any, defs: list[dict]) -> list[tuple]:
+    """``op``'s program entries, one per lane, each followed by its copy-out when it writes a final output."""
+    out = []
+    for lane in op.lanes:
+        dst = lane[0]
+        hd = _home(me, defs, lane[5], dst)
+        a = (_home(me, defs, lane[3], lane[1]),) + lane[1][1:] if lane[1][0] == me else (WIN,) + lane[1]
+        b = None
+        if lane[2] is not None:
+            b = (_home(me, defs, lane[4], lane[2]),) + lane[2][1:] if lane[2][0] == me else (WIN,) + lane[2]
+        code = COPY if b is None else UFUNC
+        out.append((code, (hd,) + dst[1:], a, b))
+        if defs[lane[5]]["final"] and dst[1] is Buf.OUTPUT and hd == WIN:      # copy-out, while hot
+            out.append((COPY, (USER,) + dst[1:], (WIN,) + dst[1:], None))
+    return out
+
+
+def _coalesce(prog: list[tuple]) -> list[tuple]:
+    """Merge consecutive entries whose every location continues the previous one."""
+    out: list[list] = []
+    for code, d, a, b in prog:
+        if out and code != SYNC and out[-1][0] == code and _next(out[-1][1], d) and _next(out[-1][2], a) \
+                and (b is None and out[-1][3] is None or b is not None and _next(out[-1][3], b)):
+            prev = out[-1]
+            merged = [_grow(prev[1], d), _grow(prev[2], a), None if b is None else _grow(prev[3], b)]
+            if all(_apart(merged[0], x) for x in merged[1:]):
+                prev[1:] = merged
+                continue
+        out.append([code, d, a, b])
+    return [tuple(x) for x in out]
+
+
+def _next(x, y) -> bool:
+    return x is not None and y is not None and x[:-2] == y[:-2] and x[-2] + x[-1] == y[-2]
+
+
+def _apart(d, x) -> bool:
+    """Locations ``d`` (written) and ``x`` (read) are disjoint, the same, or in different arrays."""
+    if x is None or _array(d) != _array(x) or d[-2:] == x[-2:]:
+        return True
+    return d[-2] + d[-1] <= x[-2] or x[-2] + x[-1] <= d[-2]
+
+
+def _array(loc) -> tuple:
+    """The array a location is in; the user's and this rank's window area count as one."""
+    return loc[1:-2] if len(loc) == 5 else (loc[1],)
+
+
+def _grow(x, y):
+    return x[:-1] + (x[-1] + y[-1],)
