@@ -14,7 +14,9 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl import gpu
-from pyhccl.ops import allreduce, as_array, Env
+from pyhccl.comm.buffers import as_array
+from pyhccl.comm.job import Env
+from pyhccl.comm.parsers import allreduce
 
 
 def test_import_does_not_import_cupy():

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from pyhccl.algo import registry
 from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import NotRunnableError, build_plan, flat_names
 from pyhccl.run.shm import ShmEngine, ShmPlan, ShmRunner, compile_shm, shm_engine
@@ -40,16 +39,16 @@ def data(count, rank, op="sum"):
     return v.astype(np.float32)
 
 
-def plans_for(call, algo, groups=None):
-    """Every rank's plan of ``call`` (``groups``: per rank, its level groups for an HCCL name)."""
-    return [build_plan(call, algo, r, None if groups is None else groups[r]) for r in range(call.nranks)]
+def plans_for(call, algo, m=None):
+    """Every rank's plan of ``call`` (``m``: the Machine whose level groups an HCCL name runs on)."""
+    return [build_plan(call, algo, r, m) for r in range(call.nranks)]
 
 
-def compiled(call, algo, groups=None):
-    return compile_shm(call, plans_for(call, algo, groups), 4, RANK)
+def compiled(call, algo, m=None):
+    return compile_shm(call, plans_for(call, algo, m), 4, RANK)
 
 
-def run_case(call, algo, groups=None, op="sum", eng=None):
+def run_case(call, algo, m=None, op="sum", eng=None):
     """This rank's ``(got, want)`` for ``call`` run by the shm engine."""
     r = RANK
     xs = [data(call.input_count(j), j, op) for j in range(call.nranks)]
@@ -62,15 +61,15 @@ def run_case(call, algo, groups=None, op="sum", eng=None):
         inp = out
     else:
         out, inp = np.full(nout, -99, np.float32), xs[r].copy()
-    ShmRunner(compiled(call, algo, groups), eng or shm_engine(COMM)).run(COMM, (inp, out, None), UFUNCS[op])
+    ShmRunner(compiled(call, algo, m), eng or shm_engine(COMM)).run(COMM, (inp, out, None), UFUNCS[op])
     return (None if want is None else out[:len(want)]), want
 
 
 def check(cases):
     """Run every case; fail on every rank together, listing the first few wrong ones."""
     bad = []
-    for label, call, algo, groups, op in cases:
-        got, want = run_case(call, algo, groups, op)
+    for label, call, algo, m, op in cases:
+        got, want = run_case(call, algo, m, op)
         if want is not None and not np.array_equal(got, want):
             bad.append((label, got[:8].tolist(), want[:8].tolist()))
     everyone = COMM.allgather(bad)
@@ -113,13 +112,12 @@ def test_hccl_multilevel(op):
     topo = machine(f"1x2x{N // 2}")
     cases = []
     for name in HCCL[op]:
-        groups = topo.all_groups(len(registry.get(name).levels))
         for call in calls(op, (1, 13, 1009)):
             try:
-                compiled(call, name, groups)
+                compiled(call, name, topo)
             except NotRunnableError:
                 continue
-            cases.append((f"{op} {name} {call.count} ip={call.in_place}", call, name, groups, "sum"))
+            cases.append((f"{op} {name} {call.count} ip={call.in_place}", call, name, topo, "sum"))
     check(cases)
 
 
