@@ -5,7 +5,6 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.algo import registry
 from pyhccl.core.call import Call
 from pyhccl.plan.api import NotRunnableError, build_plan, hccl_names
 from pyhccl.select import select_for
@@ -40,16 +39,15 @@ def test_selected_algorithms_run_on_2x4():
 
 def unrunnable_allreduce(c, count):
     """AllReduce names whose attributes admit 1x2x4 but whose plan raises NotRunnableError on some rank."""
-    rank, layout = c.Get_rank(), c.topology.layout
+    rank = c.Get_rank()
     mine = set()
     for name in hccl_names("allreduce"):
         try:
             select_for("AllReduce", c.topology.info, count * 4, np.dtype(np.float32), "sum", algo=name)
         except ValueError:
             continue
-        groups = layout.algo_groups(rank, len(registry.get(name).levels))
         try:
-            build_plan(Call("allreduce", c.Get_size(), count), name, rank, groups, uniform=layout.uniform)
+            build_plan(Call("allreduce", c.Get_size(), count), name, rank, c.topology.machine)
         except NotRunnableError:
             mine.add(name)
     return sorted(set.union(*map(set, c.allgather(sorted(mine)))))
