@@ -46,7 +46,7 @@ def _plan(r, steps, op, name, n, c):
     return Plan(r, tuple(steps), (("op", op), ("algo", name), ("nranks", n), ("count", c), ("in_place", False)))
 
 
-# -- whole-op wrappers (buffer conventions of pyhccl/opspec.py) ---------------------------
+# -- whole-op wrappers (buffer conventions of pyhccl/core/call.py) ---------------------------
 
 def scatter_plans(name, n, c, root, group=None):
     """Root stages INPUT in SCRATCH[0:n*c], the template scatters there, everyone copies its block out."""
