@@ -31,6 +31,18 @@ def test_tune_then_report_with_the_file(tmp_path):
     assert png.stat().st_size > 10000
 
 
+def test_bench_reads_the_tuning_file_variable(tmp_path, monkeypatch):
+    tuning = tmp_path / "t.json"
+    out = mpirun(3, *SWEEP, "--sizes", "8", "--tune", str(tuning))
+    assert out.returncode == 0, out.stderr[-3000:]
+    monkeypatch.setenv("PYHCCL_TUNING_FILE", str(tuning))       # as the Communicator reads it: no --tuning
+    out = mpirun(3, *SWEEP, "--sizes", "8", "--report", "regret", "--json", str(tmp_path / "r.json"))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert any(r["algo"].startswith("tuned:") for r in rows["rows"])
+    assert rows["meta"]["regret"]["tuned"] is not None
+
+
 def test_foreign_tuning_file_is_a_usage_error(tmp_path):
     tuning = tmp_path / "t.json"
     out = mpirun(3, *SWEEP, "--sizes", "8", "--tune", str(tuning))

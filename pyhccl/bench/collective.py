@@ -140,7 +140,7 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
         try:
             out[_TUNED] = Communicator(comm, topo=args.topo, tuning=args.tuning)
         except ValueError as e:
-            raise UsageError(f"--tuning: {e}") from None
+            raise UsageError(f"--tuning (default PYHCCL_TUNING_FILE): {e}") from None
     first = next(iter(out.values()), None)
     shm = any(parse_algo_ref(a).shm for a in out if a != _TUNED)
     for pc in out.values():           # one scratch for all: they run one at a time (30 x 64 MiB would not fit)

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from ..core import units
+from ..core import settings, units
 from ..comm.buffers import SUPPORTED_DTYPES, dtype_by_name
 from ..topo import parse_topo
 
@@ -138,7 +138,8 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
     p.add_argument("--tune", default=None, metavar="FILE",
                    help="write a tuning file: the measured times and the fitted cost model (use with --algo all)")
     p.add_argument("--tuning", default=None, metavar="FILE",
-                   help="a tuning file for the 'tuned' column and the regret report (default: --tune's FILE)")
+                   help="a tuning file for the 'tuned' column and the regret report (default: --tune's FILE, else "
+                        "PYHCCL_TUNING_FILE as the Communicator reads it)")
     p.add_argument("--report", default=None, choices=("regret",),
                    help="regret: per size, the HCCL profile's and the tuned choice against the best measured")
     p.add_argument("--plot", default=None, metavar="FILE.png",
@@ -188,9 +189,12 @@ def parse_args(op_name: str, argv: Sequence[str] | None, algo_help: str) -> Benc
             parse_topo(a.topo)
         except (TypeError, ValueError) as e:
             raise UsageError(f"--topo: {e}") from None
+    tuning = a.tuning
+    if tuning is None and a.tune is None:
+        tuning = settings.tuning_file() or None         # the file the Communicator would use
     return BenchArgs(op_name, minb, maxb, a.stepfactor, step, a.iters, a.warmup_iters, bool(a.check),
                      redops, dtypes, a.algo, not a.no_native, a.json, a.seed, a.csv, a.topo, a.root,
-                     not a.no_inplace, a.budget, a.blocks, a.tune, a.tuning, a.report, a.plot,
+                     not a.no_inplace, a.budget, a.blocks, a.tune, tuning, a.report, a.plot,
                      tuple(parse_size(t) for t in a.sizes.split(",") if t.strip()) if a.sizes else (),
                      a.buffers == "shared", a.rounds)
 
