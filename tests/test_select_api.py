@@ -59,6 +59,24 @@ def test_rollback_to_aiv():
     assert sel.engine == "AICPU_TS"
 
 
+@pytest.mark.parametrize("op, dtype", [("AllToAll", "fp32"), ("AllReduce", "int64")])
+def test_rollback_on_uboe_top_level_ends_at_ccu_fail(op, dtype):
+    # auto_selector_base.cc Select: the roll-back sets AIV_ONLY and calls ProcessAivConfig, which
+    # turns a UBoE top level into CCU_FAIL before any AIV rule; Select then returns its NOT_MATCH
+    t = topo("1x2x16;level0=mesh+clos;pcie=true;level1=uboe")
+    assert t.top_level_uboe and t.level0_pcie_mix and t.level0_big_clos_range
+    with pytest.raises(SelectionError, match="every engine answered NOT_MATCH") as err:
+        select(op, t, 1 * KiB, dtype, algo="", mode="rules")
+    sel = err.value.selection
+    assert (sel.algorithm, sel.engine) == ("NOT_MATCH", "CCU_FAIL")
+    assert [e for e, _ in sel.rule_steps] == ["rollback"]           # no AIV rule, no AICPU rule ran
+    assert "topLevelUboe -> CCU_FAIL" in sel.rule_steps[0][1].why
+    assert any("rollback" in line and "CCU_FAIL" in line for line in sel.trace)
+    # the same machine without UBoE on top rolls back to AIV as before
+    sel = select(op, topo("1x2x16;level0=mesh+clos;pcie=true"), 1 * KiB, dtype, algo="", mode="rules")
+    assert sel.engine == "AIV_ONLY" and sel.rule_steps[-1][0] == "AIV"
+
+
 def test_modes():
     t = topo(UBX2)
     with pytest.raises(SelectionError, match="every engine answered NOT_MATCH") as err:
