@@ -153,6 +153,15 @@ def test_cli(capsys):
     assert "unknown op" in capsys.readouterr().err
 
 
+def test_cli_summarises_instance_sizes_at_scale(capsys):
+    assert main(["--topo", "1x128x64", "allreduce", "--size", "1M", "--algo", ""]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("topology:"))
+    assert line.endswith("layer sizes=[L0: 128 x 64; L1: 1 x 8192]") and len(line) < 160
+    sel = select("AllReduce", topo("[[[0,1,2,3,4,5,6,7],[0,1,2,3,4,5,6,7],[0,1,2,3]]]"), 1 * KiB, algo="")
+    assert "layer sizes=[L0: 2 x 8, 1 x 4; L1: 1 x 20]" in str(sel)
+    assert sel.topo.net_layer_details.inst_size_list_of_layer == ((8, 8, 4), (20,))     # the data stays complete
+
+
 def test_pure_modules_do_not_import_mpi4py():
     root = pathlib.Path(pyhccl.__file__).parent
     for path in list((root / "algo").rglob("*.py")) + list((root / "select").rglob("*.py")):
