@@ -36,7 +36,12 @@ class Level0MeshType(enum.IntEnum):
 
 
 class CommTopo(enum.IntEnum):
-    """Type of a topology instance (HCOMM hccl_rank_graph.h ``CommTopo``)."""
+    """Type of a topology instance (HCOMM hccl_rank_graph.h ``CommTopo``).
+
+    No 2D-mesh value: HCOMM reports a 2D mesh as a row and a column MESH_1D instance plus a CLOS
+    (the analyzer's topo_model.cc; pyhccl's ``level0=mesh2d``); only an early draft of the header
+    had ``COMM_TOPO_2DMESH``, under another numbering.
+    """
 
     CLOS = 0
     MESH_1D = 1       # COMM_TOPO_1DMESH
