@@ -59,6 +59,24 @@ def test_rollback_to_aiv():
     assert sel.engine == "AICPU_TS"
 
 
+@pytest.mark.parametrize("op, dtype", [("AllToAll", "fp32"), ("AllReduce", "int64")])
+def test_rollback_on_uboe_top_level_ends_at_ccu_fail(op, dtype):
+    # auto_selector_base.cc Select: the roll-back sets AIV_ONLY and calls ProcessAivConfig, which
+    # turns a UBoE top level into CCU_FAIL before any AIV rule; Select then returns its NOT_MATCH
+    t = topo("1x2x16;level0=mesh+clos;pcie=true;level1=uboe")
+    assert t.top_level_uboe and t.level0_pcie_mix and t.level0_big_clos_range
+    with pytest.raises(SelectionError, match="every engine answered NOT_MATCH") as err:
+        select(op, t, 1 * KiB, dtype, algo="", mode="rules")
+    sel = err.value.selection
+    assert (sel.algorithm, sel.engine) == ("NOT_MATCH", "CCU_FAIL")
+    assert [e for e, _ in sel.rule_steps] == ["rollback"]           # no AIV rule, no AICPU rule ran
+    assert "topLevelUboe -> CCU_FAIL" in sel.rule_steps[0][1].why
+    assert any("rollback" in line and "CCU_FAIL" in line for line in sel.trace)
+    # the same machine without UBoE on top rolls back to AIV as before
+    sel = select(op, topo("1x2x16;level0=mesh+clos;pcie=true"), 1 * KiB, dtype, algo="", mode="rules")
+    assert sel.engine == "AIV_ONLY" and sel.rule_steps[-1][0] == "AIV"
+
+
 def test_modes():
     t = topo(UBX2)
     with pytest.raises(SelectionError, match="every engine answered NOT_MATCH") as err:
@@ -133,6 +151,15 @@ def test_cli(capsys):
     assert main(["--topo", "1x2x8;level0=mesh+clos", "allreduce", "--mode", "rules", "--algo", ""]) == 1
     assert main(["--topo", "1x1x8", "allreduse"]) == 2
     assert "unknown op" in capsys.readouterr().err
+
+
+def test_cli_summarises_instance_sizes_at_scale(capsys):
+    assert main(["--topo", "1x128x64", "allreduce", "--size", "1M", "--algo", ""]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("topology:"))
+    assert line.endswith("layer sizes=[L0: 128 x 64; L1: 1 x 8192]") and len(line) < 160
+    sel = select("AllReduce", topo("[[[0,1,2,3,4,5,6,7],[0,1,2,3,4,5,6,7],[0,1,2,3]]]"), 1 * KiB, algo="")
+    assert "layer sizes=[L0: 2 x 8, 1 x 4; L1: 1 x 20]" in str(sel)
+    assert sel.topo.net_layer_details.inst_size_list_of_layer == ((8, 8, 4), (20,))     # the data stays complete
 
 
 def test_pure_modules_do_not_import_mpi4py():

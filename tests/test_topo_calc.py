@@ -77,6 +77,49 @@ def test_row4_anything_else_defaults_to_clos_and_physical_levels_degrade():
     assert i.physical_levels == () and i.physical_level_num == 0    # x/y rings do not nest
 
 
+# -- a 2D mesh (level0=mesh2d): the analyzer's topo_model.cc InitTopoInstsMap, read by step 4 --
+def test_mesh2d_row_column_and_clos_instances_fall_to_row4_clos():
+    # device ids 0..15 on the 8 x 8 grid: rows {0..7}, {8..15}; columns {c, c+8}; each device has
+    # row and column peers, so it also lists the server's Clos: three instances, no row of the table
+    for rank, row, col in ((0, tuple(range(8)), (0, 8)), (9, tuple(range(8, 16)), (1, 9))):
+        i = info("1x1x16;level0=mesh2d", rank)
+        d = i.topo_inst_details_of_layer[0]
+        assert d.topo_inst_num == 3 and d.type_of_topo == (CommTopo.MESH_1D, CommTopo.MESH_1D, CommTopo.CLOS)
+        assert d.ranks_in_topo == (row, col, tuple(range(16)))
+        # topoInstNum 3 short-circuits every row's lookup: no empty map entry is added
+        assert d.rank_num_for_topo_type == ((CommTopo.CLOS, (16,)), (CommTopo.MESH_1D, (8, 2)))
+        assert i.level0_topo == Level0Shape.CLOS and i.level0_mesh_type == Level0MeshType.NOT_MESH
+        assert not i.is_2die_full_mesh and not i.level0_big_clos_range
+        assert i.physical_levels == ()                  # the column {0, 8} is not inside the row {0..7}
+
+
+def test_mesh2d_one_row_or_column_is_a_1d_mesh():
+    assert info("1x1x8;level0=mesh2d") == info("1x1x8")                 # one grid row: row 1, MESH_1D
+    i = info("[[[0,8,16,24]]];level0=mesh2d", 2)                        # one grid column
+    assert i.level0_topo == Level0Shape.MESH_1D
+    assert i.topo_inst_details_of_layer[0].rank_num_for_topo_type == ((CommTopo.MESH_1D, (4,)),)
+
+
+@pytest.mark.parametrize("topo, rank, ranks", [
+    ("[[[0,9]]];level0=mesh2d", 0, 1),              # alone in row and column: its row of 1 rank
+    ("[[[0,1,2,8]]];level0=mesh2d", 3, 2),          # device 8 has a column peer only
+])
+def test_mesh2d_ragged_grid_fails_the_level0_size_check(topo, rank, ranks):
+    with pytest.raises(HcclError, match=rf"level-0 MESH_1D instance has {ranks} ranks.*level0=mesh2d"):
+        info(topo, rank)
+
+
+def test_mesh2d_spec_checks():
+    assert parse_topo("1x1x16;level0=2dmesh").level0 == "mesh2d"
+    assert parse_topo("1x1x16;level0=mesh2d").to_text() == "1x1x16;level0=mesh2d"
+    with pytest.raises(ValueError, match=r"expecting device ids 0\.\.63"):
+        parse_topo("1x1x65;level0=mesh2d")
+    with pytest.raises(ValueError, match=r"dies=2 needs a mesh at level 0, got level0=mesh2d"):
+        parse_topo("1x1x16;level0=mesh2d;dies=2")
+    i = info("1x2x16;level0=mesh2d;pcie=true;clos_ports=2", 17)
+    assert i.level0_pcie_mix and i.level0_topo == Level0Shape.CLOS and i.server_idx == 1
+
+
 # -- step 2: the GCD rule -----------------------------------------------------------------------
 @pytest.mark.parametrize("layout, nhr", [
     ([[[0, 1, 2, 3], [0, 1]]], False),                    # GCD 2: no degradation

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from pyhccl.topo import Layout, calc_topo_info, parse_topo
+from pyhccl.topo import Layout, calc_topo_info, parse_topo, summarize_sizes
 from pyhccl.topo.__main__ import main
 
 
@@ -30,6 +30,26 @@ def test_text_tables(capsys):
     assert "level 2 (same server and device index, other super pods): 4 group(s)" in out
     assert "    5    1      2      1      1  4,5 / 5,7 / 1,5" in out
     assert "  topo_level_nums" in out and "  physical_levels[2]" in out
+
+
+def test_text_summarises_instance_sizes_json_keeps_them(capsys):
+    assert main(["--topo", "1x128x64"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    net = next(ln for ln in lines if ln.startswith("  net_layer_details"))
+    assert '"inst_size_list_of_layer":["128 x 64","1 x 8192"]' in net and len(net) < 250
+    phys = next(ln for ln in lines if ln.startswith("  physical_levels[0]"))
+    assert '"inst_size_list_by_layer":"128 x 64"' in phys
+    assert main(["--topo", "[[[0,1,2,3],[0,1,2,3],[0,1]]]"]) == 0
+    assert '"inst_size_list_of_layer":["2 x 4, 1 x 2","1 x 10"]' in capsys.readouterr().out
+    assert main(["--topo", "1x128x64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["topo_info"]["net_layer_details"]["inst_size_list_of_layer"] == [[64] * 128, [8192]]
+
+
+def test_summarize_sizes():
+    assert summarize_sizes((64,) * 128) == "128 x 64"
+    assert summarize_sizes((8, 8, 4, 8)) == "2 x 8, 1 x 4, 1 x 8"
+    assert summarize_sizes(()) == "-"
 
 
 @pytest.mark.parametrize("argv, status, match", [

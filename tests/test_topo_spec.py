@@ -69,7 +69,7 @@ def test_check_size():
     ("1x1x4;dies", ValueError, r"expecting key=value after ';' in topo, got 'dies'"),
     ("1x1x4;dies=1;dies=1", ValueError, r"topo option 'dies' is given twice"),
     ("1x1x4;levl0=clos", ValueError, r"unknown topo option 'levl0' \(did you mean level0"),
-    ("1x1x4;level0=ring", ValueError, r"expecting level0 one of mesh, clos, mesh\+clos, got 'ring'"),
+    ("1x1x4;level0=ring", ValueError, r"expecting level0 one of mesh, clos, mesh\+clos, mesh2d, got 'ring'"),
     ("1x1x4;dies=3", ValueError, r"expecting dies in 1\.\.2, got '3'"),
     ("1x1x4;clos_ports=0", ValueError, r"expecting clos_ports in 1\.\.64, got '0'"),
     ("1x1x4;clos_ports=65", ValueError, r"expecting clos_ports in 1\.\.64"),

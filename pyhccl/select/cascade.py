@@ -73,13 +73,25 @@ def run_cascade(rules: dict[str, Callable[[Ctx], Answer]], x: Ctx, config: E,
                 steps: list[tuple[str, Answer]]) -> tuple[Answer, E]:
     """``Selector`` + ``AutoSelectorBase::Select``: try engines from ``config`` down, first MATCH wins.
 
-    Appends (engine key, answer) for every selector tried to ``steps``; returns the final answer
-    and the opExecuteConfig it leaves (NOT_MATCH answers keep the last engine tried).
+    Appends (engine key, answer) for every selector tried to ``steps``, and ("rollback", answer)
+    where the AIV roll-back ends without trying one; returns the final answer and the
+    opExecuteConfig it leaves (NOT_MATCH answers keep the last engine tried).
     """
     def attempt(key: str, ctx: Ctx = x) -> Answer:
         ans = _rule(rules, key, ctx)
         steps.append((key, ans))
         return ans
+
+    def process_aiv(cfg: E, ctx: Ctx = x) -> tuple[Answer | None, E]:
+        """``ProcessAivConfig``: (the answer that ends the selection, or None to go on; the config)."""
+        if cfg not in (E.AIV, E.AIV_ONLY):
+            return None, cfg
+        if x.topo.top_level_uboe:                               # before any AIV rule
+            return None, E.CCU_FAIL
+        ans = attempt("AIV", ctx)
+        if ans.matched or cfg == E.AIV_ONLY:
+            return ans, cfg
+        return None, E.CCU_FAIL
 
     if x.topo.top_level_uboe:                                   # op_common.cc Selector, step 3
         config = E.AICPU_TS
@@ -95,16 +107,17 @@ def run_cascade(rules: dict[str, Callable[[Ctx], Answer]], x: Ctx, config: E,
         if ans.matched:
             return ans, E.CCU_SCHED
         config = E.CCU_FAIL
-    if config in (E.AIV, E.AIV_ONLY):                           # ProcessAivConfig
-        if x.topo.top_level_uboe:
-            config = E.CCU_FAIL
-        else:
-            ans = attempt("AIV")
-            if ans.matched or config == E.AIV_ONLY:
-                return ans, config
-            config = E.CCU_FAIL
+    ans, config = process_aiv(config)
+    if ans is not None:
+        return ans, config
     if config in (E.AICPU_TS, E.HOSTCPU_TS, E.CCU_FAIL, E.AICPU):
         if is_rollback_aiv(x):
-            return attempt("AIV", Ctx(x.topo, replace(x.call, aiv_only=True))), E.AIV_ONLY
+            # auto_selector_base.cc Select: AIV_ONLY, then ProcessAivConfig, and its result stands
+            ans, config = process_aiv(E.AIV_ONLY, Ctx(x.topo, replace(x.call, aiv_only=True)))
+            if ans is None:                                     # HCCL returns the NOT_MATCH it had
+                ans = miss("IsRollBackAiv -> AIV_ONLY; ProcessAivConfig: topLevelUboe -> CCU_FAIL "
+                           "before any AIV rule; no AICPU fallback")
+                steps.append(("rollback", ans))
+            return ans, config
         return attempt("AICPU"), E.AICPU_TS
     return miss(f"no selector for opExecuteConfig {config.name}"), config

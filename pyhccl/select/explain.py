@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..algo.registry import get
 from ..core.units import format_size
+from ..topo.info import summarize_sizes
 from .rules.base import Ctx
 
 __all__ = ["trace_lines", "topo_summary"]
@@ -19,9 +20,10 @@ def topo_summary(x: Ctx) -> list[str]:
                                    ("level0PcieMix", t.level0_pcie_mix), ("level0BigClosRange", t.level0_big_clos_range),
                                    ("topLevelUboe", t.top_level_uboe), ("level2UbRtp", t.level2_ub_rtp),
                                    ("hostDpuOnly", t.host_dpu_only), ("isPod", t.is_pod)) if on]
-    sizes = t.net_layer_details.inst_size_list_of_layer
+    net = t.net_layer_details
+    sizes = "; ".join(f"L{layer}: {summarize_sizes(s)}" for layer, s in enumerate(net.inst_size_list_of_layer) if s)
     return [f"topology: R={x.R} levels={x.levels} level0={t.level0_topo.name} ({t.level0_mesh_type.name}) "
-            f"servers={t.server_num} devices/module={t.device_num_per_module} layer sizes={[list(s) for s in sizes]}",
+            f"servers={t.server_num} devices/module={t.device_num_per_module} layer sizes=[{sizes}]",
             f"  derived: twoLevel={x.two_level} sym={x.sym} equal={x.equal} multiple={x.multiple} "
             f"allconn={x.allconn} frames={x.frame} flags={','.join(flags) or '-'} device={t.device_type}"]
 

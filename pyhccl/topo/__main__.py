@@ -16,6 +16,7 @@ import traceback
 from typing import Any, Sequence
 
 from .calc import calc_topo_info
+from .info import summarize_sizes
 from .layout import LEVEL_NAMES, Layout
 from .spec import parse_topo
 from .topology import comm_topology
@@ -97,14 +98,24 @@ def _print(layout: Layout, source: str, views: list, rank: int, info: dict[str, 
     for r, (c, groups) in enumerate(views):
         print(f"{r:>5} {c.super_pod:>4} {c.server:>6} {c.device:>6} {c.device_id:>6}  "
               + " / ".join(",".join(map(str, g)) for g in groups))
-    print(f"\nTopoInfo of rank {rank} (HCCL's TopoInfoWithNetLayerDetails):")
-    for key, value in info.items():
+    print(f"\nTopoInfo of rank {rank} (HCCL's TopoInfoWithNetLayerDetails; instance sizes as runs, "
+          "'128 x 64' = 128 instances of 64 ranks; --json lists them in full):")
+    for key, value in _summarized(info).items():
         if key in ("topo_inst_details_of_layer", "physical_levels"):
             for i, item in enumerate(value):
                 print(f"  {key + f'[{i}]':<38} {json.dumps(item, separators=(',', ':'))}")
         else:
             text = json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else value
             print(f"  {key:<38} {text}")
+
+
+def _summarized(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` with every per-layer list of instance sizes written as runs (summarize_sizes)."""
+    net = dict(info["net_layer_details"])
+    net["inst_size_list_of_layer"] = [summarize_sizes(s) for s in net["inst_size_list_of_layer"]]
+    levels = [dict(p, inst_size_list_by_layer=summarize_sizes(p["inst_size_list_by_layer"]))
+              for p in info["physical_levels"]]
+    return dict(info, net_layer_details=net, physical_levels=levels)
 
 
 def _compact(text: str) -> str:

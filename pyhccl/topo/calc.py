@@ -166,7 +166,8 @@ def _calc_level0_topo_shape(details: TopoInstDetails, local_size: int, f: dict[s
         if lookup(t)[0] != local_size:
             raise HcclError("HCCL_E_INTERNAL", f"level-0 {t.name} instance has {lookup(t)[0]} ranks but this "
                                                f"rank's server has {local_size}; a level-0 {t.name} must "
-                                               f"span the whole server (drop mesh_size / clos_size)")
+                                               "span the whole server (drop mesh_size / clos_size; with "
+                                               "level0=mesh2d, one grid row or column or a full rectangle of it)")
 
     if num == 1 and len(lookup(CommTopo.MESH_1D)) == 1:                       # row 1
         check(CommTopo.MESH_1D)

@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["Level0Shape", "Level0MeshType", "CommTopo", "CommProtocol", "EndpointLocType",
            "PhysicalLevelView", "Endpoint", "NetLayerDetails", "TopoInstDetails",
-           "PhysicalLevelInfo", "TopoInfo"]
+           "PhysicalLevelInfo", "TopoInfo", "summarize_sizes"]
 
 
 class Level0Shape(enum.IntEnum):
@@ -36,7 +36,12 @@ class Level0MeshType(enum.IntEnum):
 
 
 class CommTopo(enum.IntEnum):
-    """Type of a topology instance (HCOMM hccl_rank_graph.h ``CommTopo``)."""
+    """Type of a topology instance (HCOMM hccl_rank_graph.h ``CommTopo``).
+
+    No 2D-mesh value: HCOMM reports a 2D mesh as a row and a column MESH_1D instance plus a CLOS
+    (the analyzer's topo_model.cc; pyhccl's ``level0=mesh2d``); only an early draft of the header
+    had ``COMM_TOPO_2DMESH``, under another numbering.
+    """
 
     CLOS = 0
     MESH_1D = 1       # COMM_TOPO_1DMESH
@@ -193,3 +198,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (tuple, list)):
         return [_plain(v) for v in value]
     return value
+
+
+def summarize_sizes(sizes) -> str:
+    """Instance sizes as runs, for people: ``(64,) * 128`` -> "128 x 64", ``(8, 8, 4)`` -> "2 x 8, 1 x 4".
+
+    Machine-readable outputs (``to_dict``, ``--json``) keep the full list.
+    """
+    runs: list[list[int]] = []
+    for size in sizes:
+        if runs and runs[-1][1] == size:
+            runs[-1][0] += 1
+        else:
+            runs.append([1, size])
+    return ", ".join(f"{n} x {size}" for n, size in runs) or "-"

@@ -8,7 +8,10 @@ each, with links between every pair of ranks of the instance; every link has hea
 Two departures, both stated in the spec's options: level 0 is wired as the spec says (mesh,
 Clos or both, in blocks of ``mesh_size`` / ``clos_size``) instead of deriving row and column
 meshes from device ids on an 8x8 grid; die ids and port counts come from the spec (the
-analyzer answers die 0 and one port for everything).
+analyzer answers die 0 and one port for everything). ``level0=mesh2d`` is the analyzer's
+wiring (``InitTopoInstsMap``): a device's row mesh when its row has peers, its column mesh when
+its column has, its row alone when it has neither, and the server's Clos when it has both;
+that Clos holds the devices that list it (the analyzer reports no ranks for it).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .info import CommProtocol, CommTopo, Endpoint, EndpointLocType
-from .spec import TopoSpec
+from .spec import GRID_SIZE, TopoSpec
 
 __all__ = ["RankGraph", "TopoInst", "Link"]
 
@@ -55,10 +58,12 @@ class RankGraph:
         self.pod_of: list[int] = []
         self.server_ranks: list[tuple[int, ...]] = []
         self.pod_ranks: list[tuple[int, ...]] = []
+        self.device_of: list[int] = []
         rank = 0
         for p, pod in enumerate(spec.layout):
             first = rank
             for server in pod:
+                self.device_of += server
                 self.server_ranks.append(tuple(range(rank, rank + len(server))))
                 self.server_of += [len(self.server_ranks) - 1] * len(server)
                 self.pod_of += [p] * len(server)
@@ -124,6 +129,12 @@ class RankGraph:
         spec, out, next_id = self.spec, [], 0
         proto = CommProtocol.PCIE if spec.pcie else CommProtocol.UB_CTP
         for ranks in self.server_ranks:
+            if spec.level0 == "mesh2d":
+                insts = [TopoInst(next_id + i, t, r, proto, spec.clos_ports if t == CommTopo.CLOS else 1)
+                         for i, (t, r) in enumerate(self._grid(ranks))]
+                next_id += len(insts)
+                out.append(tuple(insts))
+                continue
             insts = []
             for kind, size, topo_type, ports in (("mesh", spec.mesh_size, CommTopo.MESH_1D, 1),
                                                  ("clos", spec.clos_size, CommTopo.CLOS, spec.clos_ports)):
@@ -135,6 +146,23 @@ class RankGraph:
                     next_id += 1
             out.append(tuple(insts))
         return out
+
+    def _grid(self, ranks: tuple[int, ...]) -> list[tuple[CommTopo, tuple[int, ...]]]:
+        """A 2D-mesh server (topo_model.cc ``InitTopoInstsMap``): rows, then columns, then the Clos."""
+        rows: dict[int, list[int]] = {}
+        cols: dict[int, list[int]] = {}
+        for r in ranks:
+            rows.setdefault(self.device_of[r] // GRID_SIZE, []).append(r)
+            cols.setdefault(self.device_of[r] % GRID_SIZE, []).append(r)
+
+        def peers(r: int) -> tuple[bool, bool]:
+            return len(rows[self.device_of[r] // GRID_SIZE]) > 1, len(cols[self.device_of[r] % GRID_SIZE]) > 1
+
+        out = [(CommTopo.MESH_1D, tuple(rows[k])) for k in sorted(rows)
+               if len(rows[k]) > 1 or not any(peers(rows[k][0]))]          # a lone device keeps its row
+        out += [(CommTopo.MESH_1D, tuple(cols[k])) for k in sorted(cols) if len(cols[k]) > 1]
+        both = tuple(r for r in ranks if all(peers(r)))                     # "only 2D has the Z-axis CLOS"
+        return out + [(CommTopo.CLOS, both)] if both else out
 
     def _die(self, inst: TopoInst, src: int, dst: int) -> int:
         """Die of ``src``'s port towards ``dst``: 2-die meshes split the peers in order."""

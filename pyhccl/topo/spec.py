@@ -13,7 +13,9 @@ Options (defaults in brackets) say how the emulated machine is wired; each feeds
 CalcTopoShape's rules:
 
 - ``level0`` [mesh]: links inside a server: ``mesh`` (a 1D full mesh), ``clos`` (a switch),
-  ``mesh+clos`` (both, the UBX shape MESH_1D_CLOS; alias ``ubx``);
+  ``mesh+clos`` (both, the UBX shape MESH_1D_CLOS; alias ``ubx``), ``mesh2d`` (a 2D mesh, alias
+  ``2dmesh``: device ids on HCCL's 8 x 8 grid, a 1D mesh per row and per column and a Clos
+  across them, as HCCL's analyzer wires a server; ids must be 0..63);
 - ``mesh_size`` / ``clos_size`` [whole server]: ranks per mesh / Clos instance, cut from each
   server in order (a smaller mesh or Clos is how HCCL's level-0 size check fails);
 - ``dies`` [1]: 2 = each device reaches the first half of its mesh peers from die 0 and the
@@ -37,10 +39,12 @@ from typing import Any, Mapping
 from .info import CommProtocol
 from .physical import PORT_NUM_SANITY_LIMIT
 
-__all__ = ["TopoSpec", "parse_topo", "LEVEL0_LINKS"]
+__all__ = ["TopoSpec", "parse_topo", "LEVEL0_LINKS", "GRID_SIZE"]
 
-#: Level-0 link kinds: 1D mesh, Clos, or both (the UBX shape).
-LEVEL0_LINKS = ("mesh", "clos", "mesh+clos")
+#: Level-0 link kinds: 1D mesh, Clos, both (the UBX shape), or a 2D mesh (row and column meshes + Clos).
+LEVEL0_LINKS = ("mesh", "clos", "mesh+clos", "mesh2d")
+#: Side of the device grid a 2D mesh places device ids on (the analyzer's topo_model.cc ``GRID_SIZE``).
+GRID_SIZE = 8
 
 _EXAMPLE = "e.g. [[[0,1,2,3],[0,1,2,3]]] or '1x2x4'"
 _SHORTHAND = re.compile(r"(\d+)x(\d+)x(\d+)")
@@ -76,6 +80,11 @@ class TopoSpec:
         for key, value in _options({f.name: getattr(self, f.name) for f in fields(self)
                                     if f.name != "layout"}).items():
             object.__setattr__(self, key, value)
+        if self.level0 == "mesh2d" and max(d for pod in self.layout for server in pod for d in server) \
+                >= GRID_SIZE * GRID_SIZE:
+            raise ValueError(f"level0=mesh2d places device ids on HCCL's {GRID_SIZE} x {GRID_SIZE} grid (row = id // "
+                             f"{GRID_SIZE}, column = id % {GRID_SIZE}); expecting device ids 0..{GRID_SIZE ** 2 - 1}, "
+                             "e.g. '1x1x16;level0=mesh2d'")
 
     @property
     def nranks(self) -> int:
@@ -226,7 +235,7 @@ def _layout(layout: Any) -> tuple[tuple[tuple[int, ...], ...], ...]:
 
 def _options(o: dict[str, Any]) -> dict[str, Any]:
     """Convert and check the link options (strings from the text form, or native values)."""
-    level0 = {"ubx": "mesh+clos"}.get(str(o["level0"]).lower(), str(o["level0"]).lower())
+    level0 = {"ubx": "mesh+clos", "2dmesh": "mesh2d"}.get(str(o["level0"]).lower(), str(o["level0"]).lower())
     if level0 not in LEVEL0_LINKS:
         raise ValueError(f"expecting level0 one of {', '.join(LEVEL0_LINKS)}, got {o['level0']!r}")
     out = dict(o, level0=level0)
@@ -248,8 +257,9 @@ def _options(o: dict[str, Any]) -> dict[str, Any]:
     needs = {"dies": ("mesh", out["dies"] != 1), "mesh_size": ("mesh", out["mesh_size"] is not None),
              "clos_size": ("clos", out["clos_size"] is not None)}
     for key, (kind, given) in needs.items():
-        if given and kind not in level0:
-            raise ValueError(f"{key}={o[key]} needs a {kind} at level 0, got level0={level0}; "
+        if given and (kind not in level0 or level0 == "mesh2d"):
+            raise ValueError(f"{key}={o[key]} needs a {kind} at level 0, got level0={level0}"
+                             f"{' (a 2D mesh is wired from the device ids)' if level0 == 'mesh2d' else ''}; "
                              f"e.g. '1x1x8;level0=mesh+clos;{key}={o[key]}'")
     return out
 
