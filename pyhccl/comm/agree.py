@@ -142,9 +142,13 @@ class Planner:
             for r, o in enumerate(outcome):
                 firsts.setdefault(o[0], f"rank {r}: {o[1]}")
             raise ValueError(f"ranks disagree on the {spec.hccl} call; {'; '.join(firsts.values())}")
-        refused = [f"rank {r}: {o[4]}" for r, o in enumerate(outcome) if o[3] == "refused"]
+        refused: dict[str, list[int]] = {}
+        for r, o in enumerate(outcome):
+            if o[3] == "refused":
+                refused.setdefault(o[4], []).append(r)
         if refused:
-            raise ValueError(f"{what}: {'; '.join(refused)} (every rank raises this; no rank ran the call)")
+            text = "; ".join(f"rank{'s' * (len(rs) > 1)} {', '.join(map(str, rs))}: {d}" for d, rs in refused.items())
+            raise ValueError(f"{what}: {text} (every rank raises this; no rank ran the call)")
         failed = [(r, o[4]) for r, o in enumerate(outcome) if o[3] == "error"]
         if failed:
             mine = detail if status == "error" else f"rank {failed[0][0]}: {failed[0][1]}"

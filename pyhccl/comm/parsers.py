@@ -88,9 +88,9 @@ def _gathered(env: Env, sb: Buffer, rb: Buffer, n: int, inplace: bool, hint: str
     size = rb.array.size
     count = size // n if inplace else sb.array.size
     if size != n * count:                   # the send count is the call's: a recvbuf of other blocks is refused
-        got = f"{n} blocks of {size // n}" if size % n == 0 else f"{size} elements"
-        error = ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got {got}; "
-                           "give the block's count as [buf, count, datatype]")
+        error = ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got {n} "
+                           f"blocks of {size // n}" if size % n == 0 else f"expecting recvbuf to hold {n} equal blocks "
+                           f"(one per rank), got {size} elements; give the block's count as [buf, count, datatype]")
         return count, refuse(env, error, rb.array, n * count)
     out = output_view(env, rb, n * count, "recvbuf", f"{n} blocks of the send count")
     if not inplace:
