@@ -1,5 +1,8 @@
 """The Communicator in one process: settings, every method on one rank, argument errors, fallbacks, the bench."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -61,6 +64,44 @@ def test_dlpack_buffers():
     src, dst = np.arange(5, dtype=np.float32), np.zeros(5, np.float32)
     c.Allreduce(DLPackOnly(src), DLPackOnly(dst))
     assert np.array_equal(dst, src) and c.fallbacks == 0
+
+
+class LegacyDLPackOnly(DLPackOnly):
+    """A DLPack 0.x producer: no max_version, so no read-only flag."""
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+
+@pytest.mark.parametrize("kind", [DLPackOnly, LegacyDLPackOnly])
+def test_dlpack_memory_lives_as_long_as_the_view(kind):
+    """pyhccl's view of DLPack memory keeps the producer alive, writes its memory, and lets it go after."""
+    from pyhccl.comm.dlpack import host_array
+    src = np.arange(6, dtype=np.float32)
+    alive = weakref.ref(src)
+    view = host_array(kind(src))
+    del src
+    gc.collect()
+    assert alive() is not None and view.flags.writeable and np.array_equal(view, np.arange(6))
+    view[0] = 7                                             # no copy: the producer's memory
+    assert alive()[0] == 7
+    del view
+    gc.collect()
+    assert alive() is None                                  # released once, by the producer's capsule
+
+
+def test_dlpack_read_only_flag_and_long_double():
+    from pyhccl.comm.dlpack import host_array
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    assert not host_array(DLPackOnly(ro)).flags.writeable
+    c = pyhccl.Communicator(MPI.COMM_SELF)
+    with pytest.raises(ValueError, match="rank 0: expecting a writable recvbuf, got a read-only buffer"):
+        c.Allreduce(np.zeros(3), DLPackOnly(ro))
+    g = np.zeros(3, np.longdouble)                          # numpy does not export long double: MPI gets the object
+    with pytest.raises(BufferError, match="DLPack only supports"):
+        c.Bcast(DLPackOnly(g), 0)
+    assert c.fallbacks == 1
 
 
 def test_fallback_is_counted_and_logged(caplog):

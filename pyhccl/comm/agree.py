@@ -115,9 +115,10 @@ class Planner:
                 return ""
         return text
 
-    def agree(self, job: Job, shape: Call, comm: MPI.Intracomm) -> tuple[Agreed, Runner | None]:
+    def agree(self, job: Job, shape: Call, comm: MPI.Intracomm, refusal: str = "") -> tuple[Agreed, Runner | None]:
         """Choose and build on every rank, then one allgather on ``comm``: same call, same algorithm, or fail
-        together. Returns the agreed algorithm and, when built here, its plan."""
+        together. ``refusal``: this rank's rank-local argument error, which every rank then raises.
+        Returns the agreed algorithm and, when built here, its plan."""
         call, spec = job.call, job.call.spec
         what = f"{spec.hccl} of {describe(shape)} x {job.dtype}"
         digest = hashlib.blake2b(repr((shape, job.dtype.str, job.reduce_op)).encode(), digest_size=8).hexdigest()
@@ -132,6 +133,8 @@ class Planner:
         except Exception as e:              # noqa: BLE001 - any failure must reach every rank, not hang them
             status, detail = "error", f"{type(e).__name__}: {e}"
         name = None if ref is None else str(ref)
+        if refusal:
+            status, detail = "refused", refusal
         outcome = allgather_timed(comm, (digest, what, name, status, detail), self.timeout,
                                   f"the algorithm agreement of {what}")
         if len({o[0] for o in outcome}) > 1:
@@ -139,6 +142,13 @@ class Planner:
             for r, o in enumerate(outcome):
                 firsts.setdefault(o[0], f"rank {r}: {o[1]}")
             raise ValueError(f"ranks disagree on the {spec.hccl} call; {'; '.join(firsts.values())}")
+        refused: dict[str, list[int]] = {}
+        for r, o in enumerate(outcome):
+            if o[3] == "refused":
+                refused.setdefault(o[4], []).append(r)
+        if refused:
+            text = "; ".join(f"rank{'s' * (len(rs) > 1)} {', '.join(map(str, rs))}: {d}" for d, rs in refused.items())
+            raise ValueError(f"{what}: {text} (every rank raises this; no rank ran the call)")
         failed = [(r, o[4]) for r, o in enumerate(outcome) if o[3] == "error"]
         if failed:
             mine = detail if status == "error" else f"rank {failed[0][0]}: {failed[0][1]}"

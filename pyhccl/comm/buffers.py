@@ -18,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import gpu
+from .dlpack import host_array
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_OPS", "Buffer", "as_array", "as_vector", "in_place", "reduce_ufunc",
            "reduce_op_name", "dtype_by_name", "unsupported_op", "unsupported_form",
@@ -286,28 +287,38 @@ def _typed(obj: Any, datatype: Any) -> tuple[Any, gpu.DeviceBackend | None] | No
 
 
 def _flat(obj: Any) -> tuple[Any, gpu.DeviceBackend | None] | None:
-    """A 1-D view of ``obj``'s memory with its own dtype, plus its device backend (None: host memory)."""
+    """A 1-D view of ``obj``'s memory with its own dtype, plus its device backend (None: host memory).
+
+    mpi4py's order (``PyMPI_GetBuffer``): the buffer protocol, then DLPack (read without consuming the
+    capsule, :func:`pyhccl.comm.dlpack.host_array`); device arrays go to their backend. The view keeps
+    the producer alive and has its writability.
+    """
     if isinstance(obj, np.ndarray):
         arr = obj
     elif (device := gpu.backend_of(obj)) is not None:
         flat = device.flat(obj)
         return None if flat is None else (flat, device)
-    elif hasattr(obj, "__dlpack__") and not isinstance(obj, (bytes, bytearray, memoryview)):
-        try:
-            arr = np.from_dlpack(obj)
-        except (BufferError, RuntimeError, TypeError):
-            return None                 # GPU memory without cupy, or a device numpy cannot read
     else:
         try:
             mv = memoryview(obj)
         except TypeError:
+            mv = None
+        if mv is not None:
+            if not mv.contiguous:
+                return None
+            try:
+                arr = np.frombuffer(mv, dtype=np.dtype(mv.format) if mv.format else np.uint8)
+            except (TypeError, ValueError):
+                arr = np.frombuffer(mv.cast("B"), dtype=np.uint8)
+        elif hasattr(obj, "__dlpack__"):
+            try:
+                arr = host_array(obj)
+            except (BufferError, RuntimeError, TypeError, ValueError):
+                return None             # the producer refuses: the wrapped MPI gets the object and says why
+            if arr is None:
+                return None             # device memory without a backend, or strided: the wrapped MPI's
+        else:
             return None
-        if not mv.contiguous:
-            return None
-        try:
-            arr = np.frombuffer(mv, dtype=np.dtype(mv.format) if mv.format else np.uint8)
-        except (TypeError, ValueError):
-            arr = np.frombuffer(mv.cast("B"), dtype=np.uint8)
     if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
         return None
     return arr.reshape(-1, order="A"), None

@@ -87,15 +87,24 @@ class Dispatcher:
     def _full(self, method: str, args: tuple) -> None:
         """Parse -> (check) -> Call -> algorithm -> plan -> run; remembers the call for the warm path."""
         self.warm.last = None           # the full path sets last_selection and may remember a call
+        refused = self.env.refused      # rank-local refusals of this call (pyhccl.comm.job.refuse)
+        refused.clear()
         try:
             job = self._parse_checked(method, args) if self.check else PARSERS[method](self.env, *args)
             if isinstance(job, str):
                 return self.fallback(method, job, args)
             call = job.call
             if call.data_count == 0 and call.op != "barrier":
+                if refused:
+                    raise refused[0]
                 return None
-            plan = self._compiled(job)
+            plan = self._compiled(job, refused)
             native = plan is None and self.last_selection is not None and self.last_selection.algorithm == NATIVE
+            if refused:                 # an agreed shape: the others run it; so does this rank, then it raises
+                if plan is not None:
+                    self._execute(job, plan)
+                raise ValueError(f"rank {self.env.rank} refused {method}: {refused[0]} (the other ranks "
+                                 "finished the call)") from refused[0]
             if (plan is not None or native) and not job.device and not self.check:
                 self.warm.remember(method, args, job, plan, self.last_selection,
                                    getattr(self.comm, method) if plan is None else None)
@@ -103,16 +112,19 @@ class Dispatcher:
                 return getattr(self.comm, method)(*args)          # the measured profile chose native MPI
             if plan is None:
                 return self.fallback(method, "no pyhccl algorithm runs it", args)
-            if job.device is None:
-                plan.run(self.pcomm, (job.inp, job.out, self.pool.get(job.dtype, plan.scratch_count)), job.ufunc,
-                         self.timeout)
-            else:
-                job.device.run(plan, self.pcomm, job, self.timeout)         # on the device: pyhccl/gpu.py
+            self._execute(job, plan)
         except CollectiveTimeoutError as e:
             if self.abort_on_timeout:
                 abort(self.comm, self.env.rank, e, depth=2)
             raise
         return None
+
+    def _execute(self, job: Job, plan: Runner) -> None:
+        if job.device is None:
+            plan.run(self.pcomm, (job.inp, job.out, self.pool.get(job.dtype, plan.scratch_count)), job.ufunc,
+                     self.timeout)
+        else:
+            job.device.run(plan, self.pcomm, job, self.timeout)         # on the device: pyhccl/gpu.py
 
     def _parse_checked(self, method: str, args: tuple) -> Job | str:
         """The parser under the check: an argument error on some ranks fails every rank, not a hang."""
@@ -134,12 +146,15 @@ class Dispatcher:
             del self.agreed[key]        # some rank has not agreed on this shape: all agree afresh
         return job
 
-    def _compiled(self, job: Job) -> Runner | None:
-        """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call."""
+    def _compiled(self, job: Job, refused: list | None = None) -> Runner | None:
+        """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call.
+
+        ``refused``: this rank's refusals of the call; the agreement makes every rank raise them.
+        """
         key = job_key(job)
         hit = self.agreed.get(key)
         if hit is None:
-            hit, plan = self.planner.agree(job, key[0], self.agree_comm)
+            hit, plan = self.planner.agree(job, key[0], self.agree_comm, str(refused[0]) if refused else "")
             _remember(self.agreed, key, hit)
         else:
             self.agreed.move_to_end(key)

@@ -15,18 +15,20 @@ from ..core.call import Call
 from .buffers import Buffer, in_place
 
 __all__ = ["Env", "Job", "job_key", "shared_shape", "total", "describe", "root_index", "require_buffer",
-           "mismatch", "output_view", "require_apart", "block_count", "require_disjoint", "overlaps", "location",
-           "writeable", "stage", "staged"]
+           "mismatch", "output_view", "require_apart", "refuse", "block_count", "require_disjoint", "overlaps",
+           "location", "writeable", "stage", "staged"]
 
 
 @dataclass(frozen=True, slots=True)
 class Env:
-    """What the parsers need from the communicator: its size and rank, staging space, an allgather."""
+    """What the parsers need from the communicator: its size and rank, staging space, an allgather, and
+    ``refused``: the rank-local refusals of the call being parsed (see :func:`refuse`; the dispatcher clears it)."""
 
     rank: int
     size: int
     stage: Callable[[np.dtype, int], np.ndarray]
     allgather: Callable[[Any], list]
+    refused: list = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,20 +75,43 @@ def mismatch(a: Buffer, b: Buffer) -> str:
     return "" if da == db else f"send dtype {da} differs from receive dtype {db}"
 
 
-def output_view(buf: Buffer, count: int, name: str, what: str) -> np.ndarray:
-    """The first ``count`` elements of a buffer pyhccl writes: big enough and writable."""
+def output_view(env: Env, buf: Buffer, count: int, name: str, what: str) -> Any:
+    """The first ``count`` elements of a buffer pyhccl writes: big enough and writable, else a refusal
+    (:func:`refuse`)."""
     arr = buf.array
     if arr.size < count:
-        raise ValueError(f"expecting {name} to hold at least {count} elements ({what}), got {arr.size}")
+        return refuse(env, ValueError(f"expecting {name} to hold at least {count} elements ({what}), got {arr.size}"),
+                      arr, count)
     if not writeable(arr):
-        raise ValueError(f"expecting a writable {name}, got a read-only buffer")
+        return refuse(env, ValueError(f"expecting a writable {name}, got a read-only buffer"), arr, count)
     return arr[:count]
 
 
-def require_apart(src: Any, dst: Any, fix: str) -> None:
+def require_apart(env: Env, src: Any, dst: Any, fix: str) -> Any:
+    """``dst``, or a refusal (:func:`refuse`) when it overlaps ``src``."""
     if src.size and dst.size and (np.may_share_memory(src, dst) if isinstance(src, np.ndarray)
                                   else gpu.backend_of(src).may_share_memory(src, dst)):
-        raise ValueError(f"sendbuf and recvbuf overlap; {fix}")
+        return refuse(env, ValueError(f"sendbuf and recvbuf overlap; {fix}"), dst, dst.size)
+    return dst
+
+
+def refuse(env: Env, error: Exception, arr: Any, count: int) -> Any:
+    """A rank-local refusal: this rank's receive buffer cannot take the result, though every rank agrees on the call.
+
+    The error is kept in ``env.refused`` and the call goes on over fresh memory of ``count`` elements (the
+    buffer's first elements copied in, for in-place calls): the dispatcher then makes every rank raise it
+    (first call of a shape) or runs the plan so the others finish, and raises it here (docs/communicator.md, Errors).
+    """
+    env.refused.append(error)
+    dev = None if isinstance(arr, np.ndarray) else gpu.backend_of(arr)
+    k = min(count, arr.size)
+    if dev is None:
+        sub = np.empty(count, arr.dtype)
+        sub[:k] = arr[:k]
+    else:
+        sub = dev.empty(count, arr.dtype, arr)
+        dev.copyto(sub[:k], arr[:k])
+    return sub
 
 
 def block_count(buf: Buffer, n: int, name: str) -> int:

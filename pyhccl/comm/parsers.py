@@ -11,7 +11,7 @@ from mpi4py import MPI
 from ..core.call import Call
 from .buffers import (Buffer, as_array, as_vector, count_list, in_place, reduce_op_name, reduce_ufunc,
                       unsupported_form, unsupported_op)
-from .job import (Env, Job, block_count, mismatch, output_view, overlaps, require_apart, require_buffer,
+from .job import (Env, Job, block_count, mismatch, output_view, overlaps, refuse, require_apart, require_buffer,
                   require_disjoint, root_index, stage, staged, writeable)
 
 __all__ = ["PARSERS", "allreduce", "reduce", "bcast", "allgather", "gather", "scatter", "reduce_scatter_block",
@@ -33,9 +33,9 @@ def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job
     if why := mismatch(sb, rb):
         return why
     count = sb.array.size
-    out = output_view(rb, count, "recvbuf", "the send count")
+    out = output_view(env, rb, count, "recvbuf", "the send count")
     if not inplace:
-        require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+        out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("allreduce", env.size, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
                ufunc, reduce_op_name(op), rb.device)
 
@@ -60,9 +60,9 @@ def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int
         return why
     count = sb.array.size
     if at_root:
-        out = output_view(rb, count, "recvbuf", "the send count")
+        out = output_view(env, rb, count, "recvbuf", "the send count")
         if not inplace:
-            require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
+            out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
     else:
         out = stage(env, sb, count)          # the templates' work space; never the user's
     return Job(Call("reduce", env.size, count, root, in_place=inplace), out.dtype, out if inplace else sb.array,
@@ -77,22 +77,24 @@ def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:
         return unsupported_form(buf=buf)
     arr = b.array
     if env.rank != root:
-        output_view(b, arr.size, "buf", "")
+        arr = output_view(env, b, arr.size, "buf", "")
     elif not writeable(arr):                          # the templates may rewrite the root's data
         arr = staged(env, b, arr)
     return Job(Call("broadcast", env.size, arr.size, root), arr.dtype, arr, arr, device=b.device)
 
 
-def _gathered(sb: Buffer, rb: Buffer, n: int, inplace: bool, hint: str) -> tuple[int, np.ndarray]:
+def _gathered(env: Env, sb: Buffer, rb: Buffer, n: int, inplace: bool, hint: str) -> tuple[int, np.ndarray]:
     """(per-rank count, output array) of a gathering op: recvbuf holds n blocks of the send count."""
-    block = block_count(rb, n, "recvbuf")
-    count = block if inplace else sb.array.size
-    if block != count:
-        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got "
-                         f"{n} blocks of {block}")
-    out = output_view(rb, n * count, "recvbuf", f"{n} blocks of the send count")
+    size = rb.array.size
+    count = size // n if inplace else sb.array.size
+    if size != n * count:                   # the send count is the call's: a recvbuf of other blocks is refused
+        error = ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (the send count), got {n} "
+                           f"blocks of {size // n}" if size % n == 0 else f"expecting recvbuf to hold {n} equal blocks "
+                           f"(one per rank), got {size} elements; give the block's count as [buf, count, datatype]")
+        return count, refuse(env, error, rb.array, n * count)
+    out = output_view(env, rb, n * count, "recvbuf", f"{n} blocks of the send count")
     if not inplace:
-        require_apart(sb.array, out, hint)
+        out = require_apart(env, sb.array, out, hint)
     return count, out
 
 
@@ -106,7 +108,7 @@ def allgather(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := mismatch(sb, rb):
         return why
-    count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf to gather in place")
+    count, out = _gathered(env, sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf to gather in place")
     return Job(Call("all_gather", n, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
                device=rb.device)
 
@@ -130,7 +132,7 @@ def gather(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     if not at_root:
         arr = sb.array
         return Job(Call("gather", n, arr.size, root), arr.dtype, arr, arr[:0], device=sb.device)
-    count, out = _gathered(sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf at the root to gather in place")
+    count, out = _gathered(env, sb, rb, n, inplace, "pass MPI.IN_PLACE as sendbuf at the root to gather in place")
     return Job(Call("gather", n, count, root, in_place=inplace), out.dtype, out if inplace else sb.array, out,
                device=rb.device)
 
@@ -152,14 +154,15 @@ def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     if sb is not None and rb is not None and (why := mismatch(sb, rb)):
         return why
     if not at_root:
-        out = output_view(rb, rb.array.size, "recvbuf", "")
+        out = output_view(env, rb, rb.array.size, "recvbuf", "")
         return Job(Call("scatter", n, out.size, root), out.dtype, out[:0], out, device=rb.device)
     count = block_count(sb, n, "sendbuf")
     if inplace:                 # the root's block stays where it is: receive it into staging
         out = stage(env, sb, count)
     else:
-        out = output_view(rb, count, "recvbuf", "one block of sendbuf")
-        require_apart(sb.array, out, "pass MPI.IN_PLACE as recvbuf at the root to leave the root's block in place")
+        out = output_view(env, rb, count, "recvbuf", "one block of sendbuf")
+        out = require_apart(env, sb.array, out,
+                            "pass MPI.IN_PLACE as recvbuf at the root to leave the root's block in place")
     return Job(Call("scatter", n, count, root), out.dtype, sb.array[:n * count], out, device=sb.device)
 
 
@@ -178,11 +181,11 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         return why
     count = block_count(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
     if inplace:
-        out = output_view(rb, n * count, "recvbuf", "")
+        out = output_view(env, rb, n * count, "recvbuf", "")
         return Job(Call("reduce_scatter", n, count, in_place=True), out.dtype, out, out, ufunc,
                    reduce_op_name(op), rb.device)
-    out = output_view(rb, count, "recvbuf", "one block of sendbuf")
-    require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+    out = output_view(env, rb, count, "recvbuf", "one block of sendbuf")
+    out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), rb.device)
 
 
@@ -213,10 +216,10 @@ def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[in
     src = "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf"
     if sb.array.size < total:
         raise ValueError(f"expecting {src} to hold at least sum(recvcounts) = {total} elements, got {sb.array.size}")
-    out = output_view(rb, total, "recvbuf", "sum(recvcounts) with MPI.IN_PLACE") if inplace else \
-        output_view(rb, mine, "recvbuf", f"recvcounts[{rank}]")
+    out = output_view(env, rb, total, "recvbuf", "sum(recvcounts) with MPI.IN_PLACE") if inplace else \
+        output_view(env, rb, mine, "recvbuf", f"recvcounts[{rank}]")
     if not inplace:
-        require_apart(sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
+        out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     dev = rb.device
     if len(set(counts)) == 1:
         call = Call("reduce_scatter", n, mine, in_place=inplace)
@@ -240,7 +243,7 @@ def allgatherv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         return why
     require_disjoint(rv, "recvbuf", "each rank's block its own memory")
     call = Call("all_gather_v", n, counts=rv.counts, displs=rv.displs)
-    out = output_view(rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
+    out = output_view(env, rv, call.output_count(rank), "recvbuf", "max(displs + counts)")
     lo, k = rv.displs[rank], rv.counts[rank]
     if inplace:                 # AllGatherV has no in-place form: stage this rank's block
         inp = staged(env, rv, out[lo:lo + k])
@@ -249,7 +252,7 @@ def allgatherv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         if inp.size != k:
             raise ValueError(f"expecting sendbuf to hold counts[{rank}] = {k} elements (recvbuf's count for "
                              f"this rank), got {inp.size}")
-        require_apart(inp, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
+        out = require_apart(env, inp, out, "pass MPI.IN_PLACE as sendbuf to gather in place")
     return Job(call, out.dtype, inp, out, device=rv.device)
 
 
@@ -268,12 +271,12 @@ def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
     if block != count:
         raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (sendbuf's block), got "
                          f"{n} blocks of {block}")
-    out = output_view(rb, n * count, "recvbuf", "")
+    out = output_view(env, rb, n * count, "recvbuf", "")
     inp = sb.array
     if inplace:                 # AllToAll has no in-place form: stage the blocks to send
         inp = staged(env, rb, out)
     else:
-        require_apart(inp, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
+        out = require_apart(env, inp, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
     return Job(Call("alltoall", n, count), out.dtype, inp, out, device=rb.device)
 
 
@@ -287,9 +290,9 @@ def alltoallv(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         return unsupported_form(("sendbuf", "recvbuf"), sendbuf=sendbuf, recvbuf=recvbuf)
     if why := mismatch(sv, rv):
         return why
-    out = output_view(rv, rv.array.size, "recvbuf", "")
+    out = output_view(env, rv, rv.array.size, "recvbuf", "")
     if not inplace:
-        require_apart(sv.array, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
+        out = require_apart(env, sv.array, out, "pass MPI.IN_PLACE as sendbuf to exchange in place")
     rows = env.allgather((sv.counts, sv.displs, rv.counts, rv.displs))
     matrix = tuple(row[0] for row in rows)
     for j, row in enumerate(rows):

@@ -25,14 +25,16 @@ RECENT = 8
 class WarmCall:
     """A remembered call: its argument objects (held alive, so their ids cannot be reused), the
     shape and dtype of each array among them, the parsed job, the plan (None: native MPI, then
-    ``native`` is the wrapped communicator's bound method) and the selection."""
+    ``native`` is the wrapped communicator's bound method) and the selection. ``writable``: the arrays
+    that were writable (one made read-only since takes the full path, which refuses it)."""
 
-    __slots__ = ("method", "args", "arrays", "job", "plan", "selection", "native", "key")
+    __slots__ = ("method", "args", "arrays", "writable", "job", "plan", "selection", "native", "key")
 
     def __init__(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
                  native: Callable | None) -> None:
         self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, selection
         self.arrays = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
+        self.writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and a.flags.writeable)
         self.native = native
         self.key = (method, *map(id, args))
 
@@ -52,7 +54,9 @@ class WarmCache:
     def lookup(self, method: str, args: tuple) -> WarmCall | None:
         """The remembered call made again with the very same argument objects, or None.
 
-        The call used last is tried first, by identity, before the lookup by ids.
+        The call used last is tried first, by identity, before the lookup by ids. The same objects with
+        the same shapes, dtypes and writability pass every argument check the call passed before, on
+        every rank, so the warm path needs none.
         """
         hit = self.last
         if hit is None or hit.method != method or len(hit.args) != len(args) or \
@@ -65,6 +69,9 @@ class WarmCache:
         for i, shape, dtype in hit.arrays:
             a = args[i]
             if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                return None
+        for i in hit.writable:
+            if not args[i].flags.writeable:
                 return None
         return hit
 

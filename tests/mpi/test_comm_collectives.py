@@ -334,10 +334,11 @@ class BaseCollectives:
                     c.Reduce(MPI.IN_PLACE, None, MPI.SUM, 0)
                 with pytest.raises(TypeError, match="expecting recvbuf as a buffer on a non-root rank"):
                     c.Scatter(None, None, 0)
-                ro = np.zeros(2)
-                ro.flags.writeable = False
-                with pytest.raises(ValueError, match="expecting a writable buf, got a read-only buffer"):
-                    c.Bcast(ro, 0)
+            ro = np.zeros(2)
+            ro.flags.writeable = r == 0                 # read-only where Bcast writes: refused, and every rank raises
+            with pytest.raises(ValueError, match=f"rank{'s' * (n > 2)} 1.*: expecting a writable buf, got a "
+                                                 "read-only buffer"):
+                c.Bcast(ro, 0)
         self.COMM.Barrier()
 
 
