@@ -26,7 +26,7 @@ class WarmCall:
     """A remembered call: its argument objects (held alive, so their ids cannot be reused), the
     shape and dtype of each array among them, the parsed job, the plan (None: native MPI, then
     ``native`` is the wrapped communicator's bound method) and the selection. ``writable``: the arrays
-    that were writable (one made read-only since takes the full path, which refuses it)."""
+    the call writes (its output's memory); one made read-only since takes the full path, which refuses it."""
 
     __slots__ = ("method", "args", "arrays", "writable", "job", "plan", "selection", "native", "key")
 
@@ -34,7 +34,8 @@ class WarmCall:
                  native: Callable | None) -> None:
         self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, selection
         self.arrays = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
-        self.writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and a.flags.writeable)
+        self.writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and job.out.size
+                              and np.may_share_memory(a, job.out))
         self.native = native
         self.key = (method, *map(id, args))
 
