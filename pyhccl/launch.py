@@ -14,6 +14,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from .core import settings
+
 __all__ = ["mpiexec_command", "launch_env"]
 
 # Set in a process that initialised MPI (even as a singleton); a launcher started from it
@@ -28,7 +30,7 @@ def mpiexec_command() -> tuple[str, ...]:
     Raises:
         FileNotFoundError: no launcher beside ``sys.executable``, on ``PATH`` or in ``PYHCCL_MPIEXEC``.
     """
-    env = os.environ.get("PYHCCL_MPIEXEC", "").strip()
+    env = settings.mpiexec()
     if env:
         return tuple(shlex.split(env))
     local = Path(sys.executable).parent / "mpiexec"

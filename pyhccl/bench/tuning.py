@@ -82,8 +82,7 @@ def tuning_from_rows(args: BenchArgs, rows: Sequence[Row], topo: str, nranks: in
 def _choice(args: BenchArgs, topology: Any, row: Row, tuning: Tuning | str) -> str:
     """The algorithm the Communicator's selection picks for this row's call (out of place)."""
     hccl = OPS[_op(args)].hccl
-    selection = settings.selection()            # as the Communicator reads them; no override: the profile's choice
-    del selection["algo"]
+    selection = settings.selector()             # as the Communicator reads them; no override: the profile's choice
     try:
         sel = select_for(hccl, topology.info, row.nbytes, row.type, row.redop if row.redop != "none" else "sum",
                          root=max(row.root, 0), algo="", profile=measured_profile(tuning), **selection)

@@ -76,7 +76,7 @@ class Planner:
         algo: a forced pyhccl template, or None.
         override: PYHCCL_ALGO text for HCCL's selection, or None.
         profile: the measured profile the selection uses (from the tuning file), or None.
-        selection: the selector's settings (``mode``, ``expansion_mode``, ``tuner``; :func:`pyhccl.core.settings.selection`).
+        selection: the selector's settings (``mode``, ``expansion_mode``, ``tuner``; :func:`pyhccl.core.settings.selector`).
         ub_transfer_bytes: the largest message a step is sliced into.
         timeout: seconds a step may wait (None: no limit), on either runtime.
     """

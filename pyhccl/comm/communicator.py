@@ -96,10 +96,8 @@ class Communicator:
         self._tuning = _load_tuning(self._pcomm, settings.tuning_file(tuning), self.topology)
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
-        selection = settings.selection()
-        del selection["algo"]                # the Planner takes algo and override apart
         self._planner = Planner(self._pcomm, self.topology, forced, override, measured_profile(self._tuning),
-                                selection, ub, timeout)
+                                settings.selector(), ub, timeout)
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
                                     abort_on_timeout=abort_on_timeout)
         self._run = self._dispatch.run

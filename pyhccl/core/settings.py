@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 __all__ = ["UB_TRANSFER_BYTES", "env", "algo", "ub_transfer_bytes", "ub_transfer_bytes_set", "timeout_seconds",
            "flag", "tuning_file", "selector_mode", "expansion_mode", "tuner_plugin", "topo_source", "cuda_aware",
-           "mpiexec", "selection"]
+           "mpiexec", "selector", "selection"]
 
 #: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
 #: the UB protocol's largest single transfer; pyhccl uses it as its message size.
@@ -165,9 +165,13 @@ def mpiexec() -> str:
     return env("PYHCCL_MPIEXEC")
 
 
+def selector(mode: str | None = None, expansion: str | None = None, tuner: str | None = None) -> dict[str, Any]:
+    """The selector's own settings from the environment (explicit values win): ``mode``, ``expansion_mode``,
+    ``tuner`` (a plugin spec, "" for none), as :func:`pyhccl.select.select` takes them."""
+    return {"mode": selector_mode(mode), "expansion_mode": expansion_mode(expansion), "tuner": tuner_plugin(tuner)}
+
+
 def selection(algo_text: str | None = None, mode: str | None = None, expansion: str | None = None,
               tuner: str | None = None) -> dict[str, Any]:
-    """The selector's keyword arguments from the environment (explicit values win): ``algo``, ``mode``,
-    ``expansion_mode``, ``tuner`` (a plugin spec, "" for none), as :func:`pyhccl.select.select` takes them."""
-    return {"algo": algo(algo_text) or "", "mode": selector_mode(mode), "expansion_mode": expansion_mode(expansion),
-            "tuner": tuner_plugin(tuner)}
+    """:func:`selector` and the override ``algo`` (PYHCCL_ALGO): every keyword :func:`pyhccl.select.select` reads."""
+    return {"algo": algo(algo_text) or "", **selector(mode, expansion, tuner)}

@@ -23,7 +23,7 @@ from ..algo.predicates import op_call
 from ..core.call import OPS, Call, canonical_op, hccl_op
 from ..core.call import make_call as core_make_call
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
-from ..verify.sim import SimulationError, simulate
+from .sim import SimulationError, simulate
 from ..select import SelectionError, select_for
 from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
