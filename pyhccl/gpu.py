@@ -6,7 +6,8 @@ object on a CUDA device) is parsed like a host buffer, but its job carries a
 runtime's local reduces and copies then run on the device, and its messages go to MPI as device
 memory when the MPI library is CUDA-aware (:func:`cuda_aware`), else through pinned host pieces
 of at most the UB transfer size. The user's array is written in place; nothing is copied whole
-to the host (except by a runner that reads host memory only, the shared-memory engine's).
+to the host, except by a runner that reads host memory only (the shared-memory engine's), and for a
+staged call whose buffers fit in one piece (one copy each way is then the least there is).
 cupy is imported on the first device array only.
 """
 
@@ -66,8 +67,9 @@ def _library_cuda_support() -> bool:
 class DeviceBackend:
     """What the device runner needs from an array library: allocation, copies, ufuncs, staging, MPI views.
 
-    One instance per library. ``staged_pieces`` counts the messages staged through pinned host
-    memory (one per piece, each at most the UB transfer size).
+    One instance per library. ``staged_pieces`` counts the copies between device and host of the
+    staged path: one per message piece (each at most the UB transfer size), or, for a call whose
+    buffers fit in one piece, its whole-buffer copies.
     """
 
     name = "device"
@@ -101,17 +103,19 @@ class DeviceBackend:
                     timeout: float | None = None) -> None:
         """Run a runner that reads host memory only on device ``bufs``: input and output copied to the host,
         :meth:`~pyhccl.run.base.Runner.run` there, the output copied back."""
-        out = self.get(bufs[1])
-        inp = out if bufs[0] is bufs[1] else self.get(bufs[0])
+        out = self.get(bufs[1], wait=False)
+        inp = out if bufs[0] is bufs[1] else self.get(bufs[0], wait=False)
+        self.synchronize()                                    # both copies in flight, one wait
         runner.run(comm, (inp, out, np.empty(runner.scratch_count, out.dtype)), ufunc, timeout)
         self.from_host(self.bytes(bufs[1]), out.view(np.uint8))
         self.synchronize()
 
-    def get(self, arr: Any) -> np.ndarray:
-        """A host copy of ``arr``."""
+    def get(self, arr: Any, wait: bool = True) -> np.ndarray:
+        """A host copy of ``arr`` (complete on return, or after :meth:`synchronize` with ``wait=False``)."""
         host = np.empty(arr.size, arr.dtype)
         self.to_host(host.view(np.uint8), self.bytes(arr))
-        self.synchronize()
+        if wait:
+            self.synchronize()
         return host
 
     def scratch(self, dtype: np.dtype, count: int, like: Any) -> Any:

@@ -137,3 +137,20 @@ def test_cupy_backend_pieces(cp, last_gpu):
         assert v.get().tolist() == [[1, 2], [17, 18], [33, 34], [49, 50]]
         dev.ufunc(np.add)(b, a, out=b)
         assert cp.array_equal(b, 2 * a) and dev.may_share_memory(a[:10], a[5:]) and not dev.may_share_memory(a, b)
+
+
+def test_torch_cuda_tensors_through_dlpack(cp, last_gpu, monkeypatch):
+    """torch CUDA tensors (what a training script passes): read through ``__dlpack__``, written in place."""
+    torch = pytest.importorskip("torch", reason="torch not installed: torch CUDA tensors untested here")
+    monkeypatch.setenv("PYHCCL_CUDA_AWARE", "0")
+    c = pyhccl.Communicator(MPI.COMM_SELF)
+    x = torch.arange(1000, dtype=torch.float32, device=f"cuda:{last_gpu}")
+    out = torch.zeros((10, 100), dtype=torch.float32, device=f"cuda:{last_gpu}")
+    c.Allreduce(x, out, MPI.SUM)
+    c.Allreduce(MPI.IN_PLACE, x, MPI.MAX)
+    c.Bcast(out, root=0)
+    assert c.fallbacks == 0
+    assert out.device.index == last_gpu
+    assert torch.equal(out.reshape(-1).cpu(), torch.arange(1000, dtype=torch.float32))
+    assert torch.equal(x.cpu(), torch.arange(1000, dtype=torch.float32))
+    c.release()

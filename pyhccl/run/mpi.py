@@ -41,7 +41,8 @@ class CompiledPlan:
         self.plan = plan
         self.itemsize = itemsize
         self.origins: list[list] = []    # per step, the plan action of each message (for timeout reports)
-        per_msg = max(1, ub_bytes // itemsize) * itemsize
+        #: Bytes of one message at most (the UB transfer size, whole elements).
+        self.per_msg = per_msg = max(1, ub_bytes // itemsize) * itemsize
         base = plan.scratch_count()
         stage_need = base
         self.steps: list[tuple[list, list, list, list]] = []
@@ -84,11 +85,18 @@ class CompiledPlan:
 
         Local reduces and copies run on the device with the device's ufunc; messages go as
         device memory or through pinned host pieces (:class:`~pyhccl.run.transport.DeviceTransport`).
+        A staged call whose buffers fit in one piece runs on host copies instead (one copy each way).
         Returns once the result is on the device.
 
         Raises:
             CollectiveTimeoutError: with ``timeout`` (seconds), a step that did not complete in time.
         """
+        if not dev.direct() and max(bufs[0].nbytes, bufs[1].nbytes) <= self.per_msg:
+            # The whole call fits in one staged piece: copying it to the host once and running there moves the
+            # same bytes with one copy each way, and saves the per-step copies, syncs and device kernels.
+            dev.run_on_host(self, comm, bufs, ufunc, timeout)
+            dev.staged_pieces += 2 if bufs[0] is bufs[1] else 3          # its copies: in, (out,) back
+            return
         self._loop(comm, bufs, None if ufunc is None else dev.ufunc(ufunc),
                    DeviceTransport(dev, timeout, self.step_nbytes))
 

@@ -94,11 +94,16 @@ def exercise(c, wrap, unwrap, k=37, dtypes=("float32", "int64")):
 
 @pytest.fixture
 def device(request, monkeypatch):
-    """An EmulatedDevice (``request.param``: direct or staged), registered; the host runner switched off."""
-    def host_runner(*args, **kwargs):
-        raise AssertionError("CompiledPlan.run (the host runner) used for device buffers")
-    monkeypatch.setattr(CompiledPlan, "run", host_runner)
+    """An EmulatedDevice (``request.param``: direct or staged), registered; the host runner switched off
+    (staged: except for a call whose buffers fit in one piece, which runs on host copies)."""
     dev = gpu.EmulatedDevice(direct=request.param == "direct")
+    host_run = CompiledPlan.run
+
+    def host_runner(plan, comm, bufs, *args, **kwargs):
+        if dev.direct() or max(bufs[0].nbytes, bufs[1].nbytes) > plan.per_msg:
+            raise AssertionError("CompiledPlan.run (the host runner) used for device buffers")
+        return host_run(plan, comm, bufs, *args, **kwargs)          # a staged call that fits in one piece
+    monkeypatch.setattr(CompiledPlan, "run", host_runner)
     gpu.register(dev)
     yield dev
     gpu.unregister(dev)
@@ -134,6 +139,19 @@ def test_every_op_on_the_device(device):
     else:
         assert device.staged_pieces == len(device.pieces) >= msgs * (SIZE > 1)
         assert max(device.pieces, default=0) <= UB
+
+
+@pytest.mark.parametrize("device", ["staged"], indirect=True)
+def test_staged_call_in_one_piece_runs_on_host_copies(device):
+    """A staged call whose buffers fit in one piece: one copy each way (and the output's), no device kernel."""
+    c = pyhccl.Communicator(COMM, ub_transfer_bytes=UB)
+    x = wrap(np.arange(8, dtype=np.float32) + RANK)
+    out = wrap(np.zeros(8, np.float32))
+    c.Allreduce(x, out)
+    c.release()
+    assert np.array_equal(unwrap(out), SIZE * np.arange(8, dtype=np.float32) + SIZE * (SIZE - 1) / 2)
+    assert device.pieces == [32, 32, 32] and device.kernels == 0 and device.syncs == 2
+    assert device.staged_pieces == 3
 
 
 @pytest.mark.parametrize("device", ["staged"], indirect=True)
