@@ -189,8 +189,8 @@ TWO_LEVEL = ("AicpuAllReduceParallelMeshNHR", "AicpuAllReduceSequenceMeshConcurN
              "AicpuAllGatherParallelMeshNHR", "AicpuReduceScatterParallelMeshNHR")
 
 
-@pytest.mark.skipif(len(NODES) < 2 or len({len(n) for n in NODES}) > 1,
-                    reason="two-level algorithms: HCCL's executors take two or more equal servers")
+@pytest.mark.skipif(len(NODES) < 2 or len({len(n) for n in NODES}) > 1 or len(NODES[0]) < 2,
+                    reason="two-level algorithms: HCCL's executors take two or more equal servers of 2+ devices")
 @pytest.mark.parametrize("algo", TWO_LEVEL)
 def test_two_level_algorithms(results, algo):
     c = pyhccl.Communicator(WORLD, algo=algo)
@@ -212,3 +212,74 @@ def test_two_level_algorithms(results, algo):
     assert agree(np.allclose(out, want, rtol=1e-4, atol=1e-4))
     results[algo] = out
     c.release()
+
+
+def test_in_place_forms(comm):
+    """The in-place forms whose own block sits at the rank's MPI index (staged into HCCL's order and back)."""
+    count = COUNTS[0]
+    every = np.concatenate([data(PLACE[r], count=count) for r in range(SIZE)])
+    root = ORDER[-1]
+    out = np.zeros(SIZE * count, DT)
+    out[RANK * count:(RANK + 1) * count] = data(ME, count=count)
+    comm.Gather(MPI.IN_PLACE if RANK == root else out[RANK * count:(RANK + 1) * count], out, root=root)
+    assert agree(RANK != root or np.array_equal(out, every))
+    counts = [vcount(PLACE[r]) for r in range(SIZE)]
+    displs = [int(d) for d in np.cumsum([0] + counts[:-1])]
+    outv = np.zeros(sum(counts), DT)
+    outv[displs[RANK]:displs[RANK] + counts[RANK]] = data(ME, count=counts[RANK])
+    comm.Allgatherv(MPI.IN_PLACE, [outv, (counts, displs)])
+    assert agree(np.array_equal(outv, np.concatenate([data(PLACE[r], count=counts[r]) for r in range(SIZE)])))
+    both = np.concatenate([data(ME, PLACE[r], count=counts[r]) for r in range(SIZE)])
+    comm.Reduce_scatter(MPI.IN_PLACE, both, counts)
+    assert agree(np.allclose(both[:counts[RANK]], sum(data(h, ME, count=counts[RANK]) for h in range(SIZE)),
+                             rtol=1e-4, atol=1e-4))
+    send = np.concatenate([data(ME, PLACE[r], count=count) for r in range(SIZE)]) if RANK == root else None
+    mine = np.empty(count, DT)
+    comm.Scatter(send, MPI.IN_PLACE if RANK == root else mine, root=root)
+    assert agree(RANK == root or np.array_equal(mine, data(PLACE[root], ME, count=count)))
+
+
+def test_rank_table_of_the_nodes(comm, monkeypatch, tmp_path_factory):
+    """A rank table naming each rank's node, rank ids in MPI order (not server by server under round-robin):
+    the same layout and order as detection, and the same results, bit for bit."""
+    table = {"version": "2.0", "rank_list": [
+        {"rank_id": r, "device_id": node.index(r), "level_list": [{"net_layer": 0, "net_instance_id": f"n{node[0]}"}]}
+        for r in range(SIZE) for node in NODES if r in node]}
+    path = Path(f"/tmp/pyhccl-placement-{os.getpid() if RANK == 0 else 0}.json")
+    path = Path(WORLD.bcast(str(path)))
+    if RANK == 0:
+        path.write_text(json.dumps(table))
+    WORLD.Barrier()
+    monkeypatch.delenv("PYHCCL_TOPO", raising=False)
+    monkeypatch.setenv("PYHCCL_RANK_TABLE", str(path))
+    try:
+        c = pyhccl.Communicator(WORLD)
+    finally:
+        WORLD.Barrier()
+        if RANK == 0:
+            path.unlink()
+    t = c.topology
+    assert agree(t.spec == comm.topology.spec and t.order == ORDER and t.source.startswith("PYHCCL_RANK_TABLE"))
+    count = COUNTS[1]
+    send = np.concatenate([data(ME, PLACE[r], count=count) for r in range(SIZE)])
+    a, b = np.empty(count, DT), np.empty(count, DT)
+    c.Reduce_scatter_block(send, a)
+    comm.Reduce_scatter_block(send, b)
+    assert agree(a.tobytes() == b.tobytes())
+    c.release()
+
+
+def test_split_keeps_its_nodes(monkeypatch):
+    """Every other place's rank: the sub-communicator detects its own nodes, whatever the placement (a
+    PYHCCL_TOPO of the world would be read in world rank order, docs/hosts.md)."""
+    monkeypatch.delenv("PYHCCL_TOPO", raising=False)
+    sub = WORLD.Split(ME % 2, RANK)
+    c = pyhccl.Communicator(sub)
+    members = sub.allgather(RANK)
+    mine = [r for r in next(n for n in NODES if RANK in n) if r in members]
+    t = c.topology
+    assert agree([members[m] for m in t.comm_groups[0]] == mine)
+    out = np.empty(5, DT)
+    c.Allreduce(data(ME, count=5), out)
+    assert agree(np.allclose(out, sum(data(PLACE[r], count=5) for r in members), rtol=1e-4, atol=1e-4))
+    c.Free()
