@@ -2,7 +2,7 @@
 
 Run from the repository root (MPICH)::
 
-    .venv/bin/python benchmarks/placement.py                      # 4 ranks on 2 hosts, AllReduce/AllGather/ReduceScatter
+    .venv/bin/python benchmarks/placement.py   # 4 ranks on 2 hosts: AllReduce, AllGather, ReduceScatter
     .venv/bin/python benchmarks/placement.py --ranks 8 --hosts 2 --sizes 1K,64K,4M,64M
 
 For each op it runs ``python -m pyhccl.bench <op>`` under mpiexec three times, the ranks on
@@ -62,7 +62,7 @@ def bench(op: str, run: str, args: argparse.Namespace, out: Path) -> dict:
 def table(results: dict, args: argparse.Namespace) -> str:
     """Per op and size: each run's native MPI time, pyhccl time and ratio, then the algorithms."""
     lines = [f"# placement on emulated hosts: {args.ranks} ranks on {args.hosts} hosts (MPICH), float32, out of place",
-             "# times: slowest rank's mean (us); ratio = native MPI time / pyhccl time in the same run (> 1: pyhccl faster)",
+             "# times: slowest rank's mean (us); ratio = native MPI time / pyhccl time, same run (> 1: pyhccl faster)",
              "# a shared, noisy 2-core VM (other jobs running): treat differences under ~2x as noise",
              f"# {'op':<14}{'size':>10}" + "".join(f"{r + ' native':>20}{'pyhccl':>10}{'ratio':>7}" for r in RUNS)
              + "  algorithms (" + ", ".join(RUNS) + ")"]

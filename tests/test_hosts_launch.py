@@ -91,7 +91,8 @@ def test_six_ranks_on_two_hosts(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("hosts", [2, 4])
 def test_eight_ranks(tmp_path, hosts):
-    runs = {"block": run(tmp_path, "block", 8, hosts, "block"), "round-robin": run(tmp_path, "rr", 8, hosts, "round-robin")}
+    runs = {"block": run(tmp_path, "block", 8, hosts, "block"),
+            "round-robin": run(tmp_path, "rr", 8, hosts, "round-robin")}
     if hosts == 2:
         runs["round-robin + PYHCCL_TOPO"] = run(tmp_path, "rr-topo", 8, 2, "round-robin", [("PYHCCL_TOPO", "1x2x4")])
     same_job(runs)

@@ -51,8 +51,8 @@ class Placed:
         if op == "reduce_scatter_v":
             src = _blocks(call.counts, call.displs, order)
             inp = self._gathered(job, job.inp, src, self.inp)
-            return dataclasses.replace(job, call=dataclasses.replace(call, counts=_perm(call.counts, order), displs=None),
-                                       inp=inp), None
+            call = dataclasses.replace(call, counts=_perm(call.counts, order), displs=None)
+            return dataclasses.replace(job, call=call, inp=inp), None
         n, c = call.nranks, call.count
         even = [(u * c, c) for u in order]              # block h of HCCL's order is the user's block order[h]
         if op == "all_gather":

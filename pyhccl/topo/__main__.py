@@ -83,7 +83,7 @@ def _with_mpi(args: argparse.Namespace) -> int:
 
 def _print(layout: Layout, source: str, views: list, order: tuple[int, ...], rank: int, info: dict[str, Any],
            as_json: bool) -> None:
-    """``views``: (coords, groups) by HCCL rank; ``order[h]``: the MPI rank at HCCL rank ``h``; ``rank``: an MPI rank."""
+    """``views``: (coords, groups) by HCCL rank; ``order[h]``: the MPI rank at HCCL rank ``h``; ``rank``: MPI's."""
     spec = layout.spec
 
     def mpi(group: Sequence[int]) -> list[int]:

@@ -89,7 +89,8 @@ def from_rows(rows: Sequence[tuple[int, str, str, int]], name: str, **options: o
     pod_of: dict[str, str] = {}
     for rank, pod, server, _ in rows:
         if pod_of.setdefault(server, pod) != pod:
-            raise ValueError(f"{name}: server {server!r} is in super pods {pod_of[server]!r} and {pod!r} (rank {rank}); "
+            raise ValueError(f"{name}: server {server!r} is in super pods {pod_of[server]!r} and {pod!r} "
+                             f"(rank {rank}); "
                              "each server belongs to exactly one super pod")
     first_pod: dict[str, int] = {}
     first_server: dict[str, int] = {}

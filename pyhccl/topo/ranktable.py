@@ -32,7 +32,7 @@ _EXAMPLE = ('{"version": "2.0", "rank_list": [{"rank_id": 0, "device_id": 0, "le
 
 
 def load_rank_table(path: str | Path) -> TopoSpec:
-    """The TopoSpec (in HCCL's numbering) of the rank table file at ``path``; :func:`rank_table_placement` adds the order.
+    """The TopoSpec (in HCCL's numbering) of the rank table file at ``path`` (:func:`rank_table_placement`: and the order).
 
     Raises:
         FileNotFoundError: no such file.
