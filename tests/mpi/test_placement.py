@@ -193,6 +193,7 @@ TWO_LEVEL = ("AicpuAllReduceParallelMeshNHR", "AicpuAllReduceSequenceMeshConcurN
                     reason="two-level algorithms: HCCL's executors take two or more equal servers of 2+ devices")
 @pytest.mark.parametrize("algo", TWO_LEVEL)
 def test_two_level_algorithms(results, algo):
+    """Each on MPI, then on ``@shm``, which on several nodes runs hierarchically (pyhccl.run.shm.hier)."""
     c = pyhccl.Communicator(WORLD, algo=algo)
     count = COUNTS[1]
     if "AllReduce" in algo:
@@ -211,6 +212,18 @@ def test_two_level_algorithms(results, algo):
         want = sum(data(h, ME, count=count) for h in range(SIZE))
     assert agree(np.allclose(out, want, rtol=1e-4, atol=1e-4))
     results[algo] = out
+    c.release()
+    c = pyhccl.Communicator(WORLD, algo=algo + "@shm")     # hierarchical: level 0 on the node's window, MPI between
+    again = np.empty_like(out)
+    if "AllReduce" in algo:
+        c.Allreduce(data(ME, count=count), again)
+    elif "AllGather" in algo:
+        c.Allgather(data(ME, count=count), again)
+        again = by_place(again, [count] * SIZE)
+    else:
+        c.Reduce_scatter_block(np.concatenate([data(ME, PLACE[r], count=count) for r in range(SIZE)]), again)
+    assert agree(again.tobytes() == out.tobytes())          # the same plan: the same bits
+    assert agree(type(next(iter(c.compiled_plans.values()))).__name__ == "HierRunner")
     c.release()
 
 
