@@ -206,8 +206,13 @@ class Communicator:
 
     def share_window(self, other: Communicator) -> None:
         """Use ``other``'s shared-memory window for the ``@shm`` engine (collective; same ranks, never running at
-        the same time); the window lives until the last communicator using it is freed."""
-        adopt_engine(self._pcomm, shm_engine(other._pcomm))
+        the same time); the window lives until the last communicator using it is freed. On several nodes it does
+        nothing (``@shm`` then runs hierarchically, with a node window per communicator)."""
+        try:
+            engine = shm_engine(other._pcomm)
+        except ValueError:              # raised alike on every rank: not all on one node
+            return
+        adopt_engine(self._pcomm, engine)
 
     def shm_engine(self) -> ShmEngine:
         """The ``@shm`` engine (its shared window) of this communicator, made on first use (collective).
