@@ -2,6 +2,7 @@
 
 ``PYHCCL_MPIEXEC`` overrides it (for example ``"mpirun --oversubscribe"`` or ``"srun"``).
 Open MPI refuses more ranks than cores unless told ``--oversubscribe``; it is added for it.
+:func:`emulated_hosts` makes one machine look like several hosts to MPICH (docs/hosts.md).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from pathlib import Path
 
 from .core import settings
 
-__all__ = ["mpiexec_command", "launch_env"]
+__all__ = ["mpiexec_command", "launch_env", "emulated_hosts", "PLACEMENTS"]
+
+#: How :func:`emulated_hosts` places ranks on the hosts.
+PLACEMENTS = ("block", "round-robin")
 
 # Set in a process that initialised MPI (even as a singleton); a launcher started from it
 # must not inherit them, or its ranks try to join the parent's job.
@@ -57,3 +61,24 @@ def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
            if not k.startswith(_MPI_ENV_PREFIXES) or k.startswith(keep)}
     env.update(extra or {})
     return env
+
+
+def emulated_hosts(hosts: int, nranks: int, placement: str = "block") -> tuple[list[str], dict[str, str]]:
+    """MPICH (hydra) arguments and environment that run ``nranks`` local ranks as if on ``hosts`` hosts.
+
+    ``Split_type(COMM_TYPE_SHARED)`` then sees ``hosts`` nodes, and traffic between them goes through
+    MPICH's network module. ``block``: hydra's fork launcher with ``-hosts host0:k,host1:k,...`` (consecutive
+    ranks per host, the first ``nranks % hosts`` hosts one more); ``round-robin``: ``MPIR_CVAR_NUM_CLIQUES``
+    (rank ``r`` on host ``r % hosts``). Put the arguments after ``mpiexec -n N``.
+
+    Raises:
+        ValueError: fewer than 1 host, more hosts than ranks, or an unknown placement.
+    """
+    if not 1 <= hosts <= nranks:
+        raise ValueError(f"expecting 1 <= hosts <= {nranks} (the ranks), got {hosts}")
+    if placement == "round-robin":
+        return [], {"MPIR_CVAR_NUM_CLIQUES": str(hosts)}
+    if placement != "block":
+        raise ValueError(f"expecting placement in {PLACEMENTS}, got {placement!r}")
+    per, extra = divmod(nranks, hosts)
+    return ["-launcher", "fork", "-hosts", ",".join(f"host{i}:{per + (i < extra)}" for i in range(hosts))], {}

@@ -1,12 +1,12 @@
 """Coordinates and level groups, the rank table subset, and where a communicator's layout comes from."""
 
 import json
-import logging
 
 import pytest
 
-from pyhccl.topo import Coords, Layout, Topology, load_rank_table, parse_rank_table, parse_topo, resolve_topo
-from pyhccl.topo.topology import _spec_from_nodes
+from pyhccl.topo import (Coords, Layout, Topology, load_rank_table, parse_rank_table, parse_topo, rank_table_placement,
+                         resolve_topo)
+from pyhccl.topo.placement import Placement, from_nodes, inverse, node_order, restrict
 
 
 def layout(topo):
@@ -89,13 +89,13 @@ def test_rank_table_v1_with_super_pods():
     (lambda t: t.update(status="initializing"), r"expecting status 'completed', got 'initializing'"),
     (lambda t: t.update(rank_count=5), r"rank_count is 5 but rank_list has 3 ranks"),
     (lambda t: t.update(rank_list=[]), r"expecting a non-empty list 'rank_list'"),
-    (lambda t: t["rank_list"][1].update(rank_id=7), r"expecting rank_id 1 next .*got 2"),
+    (lambda t: t["rank_list"][1].update(rank_id=7), r"expecting rank_id 0 .. 2 each once, got \[0, 2, 7\] "
+                                                     r"\(missing \[1\]\)"),
+    (lambda t: t["rank_list"][1].update(rank_id=0), r"expecting rank_id 0 .. 2 each once, got \[0, 0, 2\]"),
     (lambda t: t["rank_list"][1].update(device_id="x"), r"expecting device_id as an integer >= 0"),
     (lambda t: t["rank_list"][0]["level_list"].pop(0), r"rank 0 has no net_layer 0 entry"),
     (lambda t: t["rank_list"][2]["level_list"][0].update(net_instance_id="a"),
-     r"the ranks of server 'a' are not consecutive \(rank 2\)"),
-    (lambda t: t["rank_list"][2]["level_list"][1].update(net_instance_id="p0"),
-     r"the ranks of super pod 'p0' are not consecutive \(rank 2\)"),
+     r"server 'a' is in super pods 'p0' and 'p2' \(rank 2\); each server belongs to exactly one super pod"),
     (lambda t: t["rank_list"][0]["level_list"][0].update(net_type="CLOS"), r"one layer-0 net_type"),
     (lambda t: t["rank_list"].append("r3"), r"expecting an object with 'rank_id', got 'r3'"),
     (lambda t: t["rank_list"][0]["level_list"].append(7), r"expecting an object with 'net_layer', got 7"),
@@ -140,24 +140,48 @@ def test_precedence(tmp_path):
     assert resolve_topo(None, {}) == (None, "MPI")
 
 
-def test_spec_from_nodes(caplog):
-    assert _spec_from_nodes([0, 0, 0, 3, 3]).layout == (((0, 1, 2), (0, 1)),)
-    assert _spec_from_nodes([0]).layout == (((0,),),)
-    with caplog.at_level(logging.WARNING, logger="pyhccl"):
-        assert _spec_from_nodes([0, 1, 0, 1]).layout == (((0, 1, 2, 3),),)
-    assert "non-consecutively" in caplog.text
+def test_rank_table_in_any_rank_order():
+    """--map-by node: rank ids alternate between servers; the layout is HCCL's, the order maps it back."""
+    table = v2([("p", "a", 0), ("p", "b", 0), ("p", "a", 1), ("p", "b", 1)])
+    placed = rank_table_placement(table)
+    assert placed.spec.layout == (((0, 1), (0, 1)),) and placed.order == (0, 2, 1, 3) and not placed.identity
+    assert parse_rank_table(table) == placed.spec
+    pods = v2([("q", "c", 0), ("p", "a", 0), ("q", "c", 1), ("p", "b", 0)])   # pods, servers by lowest rank
+    assert rank_table_placement(pods).order == (0, 2, 1, 3)
+    assert rank_table_placement(pods).spec.layout == (((0, 1),), ((0,), (0,)))
+
+
+def test_placement_from_nodes():
+    assert from_nodes([0, 0, 0, 3, 3]) == Placement(parse_topo([[[0, 1, 2], [0, 1]]]), (0, 1, 2, 3, 4))
+    assert from_nodes([0]).spec.layout == (((0,),),)
+    rr = from_nodes([0, 1, 0, 1])                     # MPIR_CVAR_NUM_CLIQUES=2: nodes {0, 2} and {1, 3}
+    assert rr.spec.to_text() == "1x2x2" and rr.order == (0, 2, 1, 3) and inverse(rr.order) == (0, 2, 1, 3)
+    three = from_nodes([0, 1, 2, 0, 1, 2, 0, 1], 3)    # uneven nodes {0,3,6} {1,4,7} {2,5}
+    assert three.spec.layout == (((0, 1, 2), (0, 1, 2), (0, 1)),) and three.order == (0, 3, 6, 1, 4, 7, 2, 5)
+    assert from_nodes([0, 1, 0, 1, 4, 5, 4, 5], 2).spec.to_text() == "2x2x2"
+    with pytest.raises(ValueError, match=r"expecting PYHCCL_SUPER_POD_SERVERS to divide the 3 servers"):
+        from_nodes([0, 1, 2], 2)
+    assert node_order([5, 5, 0, 0, 0, 5]) == (2, 3, 4, 0, 1, 5)
+    with pytest.raises(ValueError, match=r"expecting order to be a permutation of range\(2\)"):
+        Placement(parse_topo("1x1x2"), (0, 0))
 
 
 def test_topology_from_spec():
     t = Topology.from_spec(parse_topo("[[[0,1,2,3],[0,1]]]"), 4)
     assert (t.coords.server, t.coords.device, t.groups) == (1, 0, ((4, 5), (0, 4), (4,)))
     assert t.info.server_idx == 1 and t.spec.nranks == 6
-    assert "rank 4 at super pod 0, server 1, device 0" in repr(t)
+    assert "HCCL rank 4 at super pod 0, server 1, device 0" in repr(t) and t.identity and t.comm_rank == 4
+    rr = Topology.from_spec(parse_topo("1x2x2"), 1, "MPI", (0, 2, 1, 3))
+    assert (rr.comm_rank, rr.hccl_rank(2), rr.groups, rr.comm_groups) == (2, 1, ((0, 1), (1, 3), (1,)),
+                                                                         ((0, 2), (2, 3), (2,)))
+    assert "HCCL rank 1 (communicator rank 2)" in repr(rr)
 
 
 def test_restrict_to_a_sub_communicator():
-    lay = layout("[[[0,1,2,3],[0,1]],[[0,1]]]")
-    assert lay.restrict([0, 2, 4, 6]) == [[[0, 2], [0]], [[0]]]
-    assert lay.restrict([4, 5, 0]) == [[[0, 1], [0]]]          # servers in any order, each in one run
-    assert lay.restrict([0, 4, 1]) is None                      # server 0's ranks not consecutive
-    assert lay.restrict([0, 6, 4]) is None                      # super pod 0's ranks not consecutive
+    block = Placement(parse_topo("[[[0,1,2,3],[0,1]],[[0,1]]]"), tuple(range(8)))
+    assert restrict(block, [0, 2, 4, 6]).spec.layout == (((0, 2), (0,)), ((0,),))
+    assert restrict(block, [4, 5, 0]) == Placement(parse_topo([[[0], [0, 1]]]), (2, 0, 1))   # HCCL order kept
+    mixed = restrict(block, [0, 4, 1])              # server 0's ranks not consecutive: an order, not a refusal
+    assert mixed.spec.layout == (((0, 1), (0,)),) and mixed.order == (0, 2, 1)
+    rr = Placement(parse_topo("1x2x2"), (0, 2, 1, 3))
+    assert restrict(rr, [2, 3]) == Placement(parse_topo([[[1], [1]]]), (0, 1))     # device ids kept

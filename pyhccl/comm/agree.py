@@ -20,7 +20,7 @@ from ..run.base import Runner
 from ..run.mpi import compile_plan
 from ..run.timeout import allgather_timed
 from ..run.shm import OPS as SHM_OPS
-from ..run.shm import ShmRunner, compile_shm, shm_engine
+from ..run.shm import HierRunner, ShmRunner, compile_hier, compile_shm, node_engine, shm_engine
 from ..select import Selection, SelectionError, normalize_op, parse_override, select_for
 from ..topo import Topology
 from ..select import Profile
@@ -42,7 +42,8 @@ Agreed = tuple[AlgoRef | None, Selection | None]
 
 def parse_algo(text: str | None) -> tuple[AlgoRef | None, str | None]:
     """``(pyhccl template, None)`` for a template name (``@shm`` for the shared-memory engine),
-    ``(None, text)`` for PYHCCL_ALGO text, ``(None, None)`` for none.
+    ``(None, text)`` for PYHCCL_ALGO text, ``(AlgoRef(name, SHM), name)`` for an HCCL name with ``@shm``
+    (forced for its op, run on the engine; hierarchically on several nodes), ``(None, None)`` for none.
 
     pyhccl's template names win over HCCL_ALGO's bare template tokens ("NHR" runs the NHR
     template on all ranks); write ``allreduce:nhr`` for HCCL's meaning.
@@ -59,6 +60,12 @@ def parse_algo(text: str | None) -> tuple[AlgoRef | None, str | None]:
     for name in _TEMPLATES if ref is not None else ():
         if name.lower() == ref.name.lower():
             return AlgoRef(name, ref.runtime), None
+    if ref is not None and ref.shm:         # an HCCL name on the shared-memory engine: forced as PYHCCL_ALGO
+        try:
+            if parse_override(ref.name).kind == "name":
+                return ref, ref.name
+        except ValueError:
+            pass
     try:
         parse_override(text)
     except ValueError as e:
@@ -86,6 +93,7 @@ class Planner:
         self.comm, self.rank, self.topology, self.machine = comm, comm.Get_rank(), topology, topology.machine
         self.algo, self.override, self.profile, self.selection = algo, override, profile, selection
         self.ub_transfer_bytes, self.timeout = ub_transfer_bytes, timeout
+        self._several: bool | None = None
 
     def choose(self, job: Job, shape: Call) -> tuple[AlgoRef, Selection | None, bool]:
         """``(algorithm, selection, forced)``: a forced name valid for the op, else HCCL's selection."""
@@ -103,7 +111,10 @@ class Planner:
         inplace = shape.in_place and op in _SHARED_IN_PLACE
         sel = select_for(hccl, self.topology.info, shape.hccl_nbytes(job.dtype.itemsize), job.dtype, job.reduce_op,
                          root=shape.root, inplace=inplace, algo=text, profile=self.profile, **self.selection)
-        return parse_algo_ref(sel.algorithm), sel, sel.source == "override"
+        ref = parse_algo_ref(sel.algorithm)
+        if self.algo is not None and self.algo.shm and sel.source == "override":
+            ref = AlgoRef(ref.name, Runtime.SHM)            # "Name@shm": HCCL's name, on the engine
+        return ref, sel, sel.source == "override"
 
     def override_for(self, shape: Call) -> str:
         """PYHCCL_ALGO text for this op: a plain HCCL name only where it names one of the op's algorithms."""
@@ -170,13 +181,30 @@ class Planner:
             detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
             raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
         if ref and ref.shm:
-            shm_engine(self.comm)           # collective on first use: every rank agreed on this name
+            self.several_nodes()            # collective on first use: every rank agreed on this name
         log.debug("pyhccl: %s -> %s", what, name)
         return (ref, sel), plan
+
+    def several_nodes(self) -> bool:
+        """Whether the ranks span several nodes (``@shm`` then runs hierarchically); collective the first time."""
+        if self._several is None:
+            try:
+                shm_engine(self.comm)
+                self._several = False
+            except ValueError:              # raised alike on every rank: not all on one node
+                self._several = True
+                node_engine(self.comm)
+        return self._several
 
     def build(self, job: Job, ref: AlgoRef) -> Runner:
         """The runnable plan of ``ref`` for this rank's part of ``job``."""
         call, rank, name = job.call, self.rank, ref.name
+        if ref.shm and call.op in SHM_OPS and self.several_nodes():      # level 0 on the node's window, the rest MPI
+            ne = node_engine(self.comm)
+            plans = [build_plan(call, name, r, self.machine) if ne.node[r] == ne.node[rank] else None
+                     for r in range(call.nranks)]
+            alias = call.in_place or call.op == "broadcast"
+            return HierRunner(compile_hier(plans, rank, ne.node, ne.local, job.dtype.itemsize, alias), ne)
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
             return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank), shm_engine(self.comm))

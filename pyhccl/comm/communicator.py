@@ -25,6 +25,7 @@ from ..tune.file import Tuning, TuningError, load_tuning_cached
 from ..tune.profile import measured_profile
 from .agree import Planner, parse_algo
 from .dispatch import Dispatcher
+from .placed import Placed
 from .warm import WarmCall
 
 __all__ = ["Communicator"]
@@ -65,7 +66,8 @@ class Communicator:
             a batch job ends; False raises the error instead. Default ``PYHCCL_TIMEOUT_ABORT``, else on.
 
     Attributes:
-        topology: this rank's place in the machine and HCCL's TopoInfo, computed once here.
+        topology: this rank's place in the machine and HCCL's TopoInfo, computed once here, in HCCL's numbering
+            (server by server); ``topology.order`` maps it to this communicator's ranks (docs/hosts.md).
         last_selection: the :class:`pyhccl.select.Selection` behind the last collective (None
             when a pyhccl template was forced or the op has no HCCL selector);
             ``print(comm.last_selection)`` explains it.
@@ -90,16 +92,19 @@ class Communicator:
         timeout = settings.timeout_seconds(timeout)
         abort_on_timeout = settings.flag(abort_on_timeout, "abort_on_timeout", "PYHCCL_TIMEOUT_ABORT", True)
         self._comm = comm
-        self._pcomm = comm.Dup()
+        self._gcomm = self._pcomm = comm.Dup()    # gathers in comm's rank order; plans in HCCL's (pyhccl.comm.placed)
         self._topo = topo
         self.topology: Topology = comm_topology(self._pcomm, topo)
+        if not self.topology.identity:  # ranks of a node placed apart: plans run ordered server by server
+            self._pcomm = self._gcomm.Split(0, self.topology.rank)
         self._tuning = _load_tuning(self._pcomm, settings.tuning_file(tuning), self.topology)
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._planner = Planner(self._pcomm, self.topology, forced, override, measured_profile(self._tuning),
                                 settings.selector(), ub, timeout)
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
-                                    abort_on_timeout=abort_on_timeout)
+                                    abort_on_timeout=abort_on_timeout, gcomm=self._gcomm,
+                                    placed=None if self.topology.identity else Placed(self.topology))
         self._run = self._dispatch.run
         self._off_node = False          # alloc_shared gave ordinary arrays: ranks on several nodes
 
@@ -168,6 +173,8 @@ class Communicator:
         wrapped communicator alone: for a communicator over one the caller keeps, such as ``MPI.COMM_WORLD``."""
         if self._pcomm != MPI.COMM_NULL:
             release_engine(self._pcomm)
+            if self._gcomm is not self._pcomm:
+                self._gcomm.Free()
             self._pcomm.Free()
 
     def Free(self) -> None:
@@ -199,8 +206,13 @@ class Communicator:
 
     def share_window(self, other: Communicator) -> None:
         """Use ``other``'s shared-memory window for the ``@shm`` engine (collective; same ranks, never running at
-        the same time); the window lives until the last communicator using it is freed."""
-        adopt_engine(self._pcomm, shm_engine(other._pcomm))
+        the same time); the window lives until the last communicator using it is freed. On several nodes it does
+        nothing (``@shm`` then runs hierarchically, with a node window per communicator)."""
+        try:
+            engine = shm_engine(other._pcomm)
+        except ValueError:              # raised alike on every rank: not all on one node
+            return
+        adopt_engine(self._pcomm, engine)
 
     def shm_engine(self) -> ShmEngine:
         """The ``@shm`` engine (its shared window) of this communicator, made on first use (collective).

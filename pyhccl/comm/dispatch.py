@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Callable
 
 from mpi4py import MPI
 
@@ -20,8 +20,9 @@ from ..tune.file import NATIVE
 from .agree import Agreed, Planner
 from .buffers import SUPPORTED_DTYPES, SUPPORTED_OPS
 from .check import CheckError, Checker, abort
-from .job import Env, Job, job_key
+from .job import Env, Job, job_key, shared_shape
 from .parsers import PARSERS
+from .placed import Placed
 from .warm import WarmCache
 
 __all__ = ["Dispatcher"]
@@ -37,14 +38,18 @@ class Dispatcher:
 
     Args:
         comm: the wrapped communicator (native MPI: fallbacks, the profile's native choice, the abort).
-        pcomm: the private duplicate pyhccl's own traffic runs on.
+        pcomm: the private duplicate pyhccl's plans run on, in HCCL's numbering (``placed``).
         planner: chooses, agrees on and builds algorithms (:class:`pyhccl.comm.agree.Planner`).
+        gcomm: the private duplicate in ``comm``'s rank order the library's own gathers run on (the
+            check, the parsers' count exchange, the agreement); default ``pcomm``.
+        placed: relabels a call into HCCL's numbering when the launcher placed the ranks of a node
+            apart (:class:`pyhccl.comm.placed.Placed`); None under block placement.
         check: run the consistency check before every collective.
         timeout: seconds a step may wait (None: no limit).
         abort_on_timeout: abort the job after a timeout instead of raising.
 
     Attributes:
-        agree_comm: the communicator the algorithm agreement gathers on (``pcomm``); a test may put a
+        agree_comm: the communicator the algorithm agreement gathers on (``gcomm``); a test may put a
             stand-in there to play the other ranks' answers.
         last_selection: the selection behind the last collective.
         fallbacks: calls handed to the wrapped communicator.
@@ -52,8 +57,10 @@ class Dispatcher:
     """
 
     def __init__(self, comm: MPI.Intracomm, pcomm: MPI.Intracomm, planner: Planner, *, check: bool,
-                 timeout: float | None, abort_on_timeout: bool) -> None:
-        self.comm, self.pcomm, self.agree_comm, self.planner = comm, pcomm, pcomm, planner
+                 timeout: float | None, abort_on_timeout: bool, gcomm: MPI.Intracomm | None = None,
+                 placed: Placed | None = None) -> None:
+        gcomm = pcomm if gcomm is None else gcomm
+        self.comm, self.pcomm, self.agree_comm, self.planner, self.placed = comm, pcomm, gcomm, planner, placed
         self.check, self.timeout, self.abort_on_timeout = check, timeout, abort_on_timeout
         self.agreed: OrderedDict[tuple, Agreed] = OrderedDict()
         self.plans: OrderedDict[tuple, Runner] = OrderedDict()
@@ -62,8 +69,8 @@ class Dispatcher:
         self.fallbacks = 0
         self.pool = ScratchPool()
         self.stage = ScratchPool()
-        self.checker = Checker(pcomm, comm.Get_rank(), check, timeout)
-        gather = pcomm.allgather if not (check or timeout) else self.checker.allgather
+        self.checker = Checker(gcomm, comm.Get_rank(), check, timeout)
+        gather = gcomm.allgather if not (check or timeout) else self.checker.allgather
         self.env = Env(comm.Get_rank(), comm.Get_size(), self.stage.get, gather)
 
     def run(self, method: str, *args: Any) -> None:
@@ -98,33 +105,37 @@ class Dispatcher:
                 if refused:
                     raise refused[0]
                 return None
-            plan = self._compiled(job, refused)
+            key = job_key(job)          # in the communicator's ranks, as the check compared it
+            job, finish = (job, None) if self.placed is None else self.placed(job)
+            plan = self._compiled(job, key, refused)
             native = plan is None and self.last_selection is not None and self.last_selection.algorithm == NATIVE
             if refused:                 # an agreed shape: the others run it; so does this rank, then it raises
                 if plan is not None:
-                    self._execute(job, plan)
+                    self._execute(job, plan, finish)
                 raise ValueError(f"rank {self.env.rank} refused {method}: {refused[0]} (the other ranks "
                                  "finished the call)") from refused[0]
-            if (plan is not None or native) and not job.device and not self.check:
+            if (plan is not None or native) and not job.device and not self.check and finish is None:
                 self.warm.remember(method, args, job, plan, self.last_selection,
                                    getattr(self.comm, method) if plan is None else None)
             if native:
                 return getattr(self.comm, method)(*args)          # the measured profile chose native MPI
             if plan is None:
                 return self.fallback(method, "no pyhccl algorithm runs it", args)
-            self._execute(job, plan)
+            self._execute(job, plan, finish)
         except CollectiveTimeoutError as e:
             if self.abort_on_timeout:
                 abort(self.comm, self.env.rank, e, depth=2)
             raise
         return None
 
-    def _execute(self, job: Job, plan: Runner) -> None:
+    def _execute(self, job: Job, plan: Runner, finish: Callable[[], None] | None = None) -> None:
         if job.device is None:
             plan.run(self.pcomm, (job.inp, job.out, self.pool.get(job.dtype, plan.scratch_count)), job.ufunc,
                      self.timeout)
         else:
             job.device.run(plan, self.pcomm, job, self.timeout)         # on the device: pyhccl/gpu.py
+        if finish is not None:
+            finish()                    # staged blocks back to the user's order (pyhccl.comm.placed)
 
     def _parse_checked(self, method: str, args: tuple) -> Job | str:
         """The parser under the check: an argument error on some ranks fails every rank, not a hang."""
@@ -146,15 +157,17 @@ class Dispatcher:
             del self.agreed[key]        # some rank has not agreed on this shape: all agree afresh
         return job
 
-    def _compiled(self, job: Job, refused: list | None = None) -> Runner | None:
+    def _compiled(self, job: Job, key: tuple, refused: list | None = None) -> Runner | None:
         """The compiled plan for this call: algorithm agreed once per shape, plan built once per Call.
 
-        ``refused``: this rank's refusals of the call; the agreement makes every rank raise them.
+        ``job`` is in HCCL's numbering, ``key`` the agreement key in the communicator's (:func:`job_key`
+        before relabelling); ``refused``: this rank's refusals of the call; the agreement makes every rank
+        raise them.
         """
-        key = job_key(job)
         hit = self.agreed.get(key)
         if hit is None:
-            hit, plan = self.planner.agree(job, key[0], self.agree_comm, str(refused[0]) if refused else "")
+            hit, plan = self.planner.agree(job, shared_shape(job.call), self.agree_comm,
+                                           str(refused[0]) if refused else "")
             _remember(self.agreed, key, hit)
         else:
             self.agreed.move_to_end(key)

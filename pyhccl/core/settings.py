@@ -10,6 +10,7 @@ variable; a bad value raises ValueError naming the variable (or argument) and wh
 | PYHCCL_ALGO | :func:`algo` |
 | PYHCCL_UB_TRANSFER_BYTES | :func:`ub_transfer_bytes` |
 | PYHCCL_TOPO, PYHCCL_RANK_TABLE | :func:`topo_source` |
+| PYHCCL_SUPER_POD_SERVERS | :func:`super_pod_servers` |
 | PYHCCL_TUNING_FILE | :func:`tuning_file` |
 | PYHCCL_CHECK, PYHCCL_TIMEOUT_ABORT | :func:`flag` |
 | PYHCCL_TIMEOUT | :func:`timeout_seconds` |
@@ -26,8 +27,8 @@ import os
 from typing import Any, Mapping
 
 __all__ = ["UB_TRANSFER_BYTES", "env", "algo", "ub_transfer_bytes", "ub_transfer_bytes_set", "timeout_seconds",
-           "flag", "tuning_file", "selector_mode", "expansion_mode", "tuner_plugin", "topo_source", "cuda_aware",
-           "mpiexec", "selector", "selection"]
+           "flag", "tuning_file", "selector_mode", "expansion_mode", "tuner_plugin", "topo_source", "super_pod_servers",
+           "cuda_aware", "mpiexec", "selector", "selection"]
 
 #: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
 #: the UB protocol's largest single transfer; pyhccl uses it as its message size.
@@ -144,6 +145,21 @@ def topo_source(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     if path:
         return "PYHCCL_RANK_TABLE", path
     return "", ""
+
+
+def super_pod_servers() -> int:
+    """``PYHCCL_SUPER_POD_SERVERS``: servers (detected nodes) per super pod, in node order; 0 (unset): one super pod.
+
+    Raises:
+        ValueError: a value that is not a positive integer.
+    """
+    value = env("PYHCCL_SUPER_POD_SERVERS")
+    if not value:
+        return 0
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"expecting PYHCCL_SUPER_POD_SERVERS to be a positive integer (servers per super pod) "
+                         f"or empty (one super pod), got {value!r}")
+    return int(value)
 
 
 def cuda_aware() -> bool | None:

@@ -3,7 +3,9 @@
 ``python -m pyhccl.topo --topo SPEC`` needs no MPI: it lays out the spec and computes the
 TopoInfo of ``--rank``. ``mpiexec -n N python -m pyhccl.topo`` asks MPI: every rank computes its
 own topology as a communicator does (``PYHCCL_TOPO``, ``PYHCCL_RANK_TABLE``, else detection),
-and rank 0 prints every rank's coordinates and groups as that rank computed them.
+and rank 0 prints every rank's coordinates and groups as that rank computed them, in HCCL's
+numbering (server by server) beside the communicator's (MPI's) ranks when the launcher placed
+the ranks of a node apart (``--rank`` is an MPI rank).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def _offline(args: argparse.Namespace) -> int:
         print(f"python -m pyhccl.topo: HCCL rejects this layout on rank {args.rank}: {e}", file=sys.stderr)
         return 1
     views = [(layout.coords[r], layout.groups_of(r)) for r in range(layout.nranks)]
-    _print(layout, "--topo", views, args.rank, info, args.json)
+    _print(layout, "--topo", views, tuple(range(layout.nranks)), args.rank, info, args.json)
     return 0
 
 
@@ -71,34 +73,46 @@ def _with_mpi(args: argparse.Namespace) -> int:
         if comm.Get_rank() == 0:
             print(f"python -m pyhccl.topo: {e}", file=sys.stderr)
         return 2
-    views = comm.gather((t.coords, t.groups))
+    views = comm.gather((t.rank, t.coords, t.groups))
     infos = comm.gather(t.info.to_dict() if comm.Get_rank() == args.rank else None)
     if comm.Get_rank() == 0:
-        _print(t.layout, t.source, views, args.rank, infos[args.rank], args.json)
+        by_hccl = [v[1:] for v in sorted(views, key=lambda v: v[0])]
+        _print(t.layout, t.source, by_hccl, t.order, args.rank, infos[args.rank], args.json)
     return 0
 
 
-def _print(layout: Layout, source: str, views: list, rank: int, info: dict[str, Any], as_json: bool) -> None:
+def _print(layout: Layout, source: str, views: list, order: tuple[int, ...], rank: int, info: dict[str, Any],
+           as_json: bool) -> None:
+    """``views``: (coords, groups) by HCCL rank; ``order[h]``: the MPI rank at HCCL rank ``h``; ``rank``: MPI's."""
     spec = layout.spec
+
+    def mpi(group: Sequence[int]) -> list[int]:
+        return [order[h] for h in group]
     if as_json:
         print(_compact(json.dumps({
-            "spec": spec.to_text(), "source": source, "nranks": layout.nranks,
-            "levels": [{"level": i, "name": LEVEL_NAMES[i], "groups": level} for i, level in enumerate(layout.levels)],
-            "ranks": [{"rank": r, "super_pod": c.super_pod, "server": c.server, "device": c.device,
-                       "device_id": c.device_id, "groups": groups} for r, (c, groups) in enumerate(views)],
+            "spec": spec.to_text(), "source": source, "nranks": layout.nranks, "order": list(order),
+            "levels": [{"level": i, "name": LEVEL_NAMES[i], "groups": level,
+                        "mpi_groups": [mpi(g) for g in level]} for i, level in enumerate(layout.levels)],
+            "ranks": [{"rank": r, "mpi_rank": order[r], "super_pod": c.super_pod, "server": c.server,
+                       "device": c.device, "device_id": c.device_id, "groups": groups,
+                       "mpi_groups": [mpi(g) for g in groups]} for r, (c, groups) in enumerate(views)],
             "topo_info_rank": rank, "topo_info": info}, indent=1)))
         return
+    identity = list(order) == list(range(len(order)))
     print(f"topology {spec.to_text()} (from {source}): {layout.nranks} ranks, {len(spec.pod_sizes)} super "
-          f"pod(s), {len(spec.server_sizes)} server(s)")
+          f"pod(s), {len(spec.server_sizes)} server(s)" + ("" if identity else
+          "; HCCL numbers ranks server by server, MPI placed them otherwise: both numberings below"))
     for i, level in enumerate(layout.levels):
         print(f"\nlevel {i} ({LEVEL_NAMES[i]}): {len(level)} group(s)")
         for g, ranks in enumerate(level):
-            print(f"  group {g:<4} ranks {' '.join(map(str, ranks))}")
-    print(f"\n{'rank':>5} {'pod':>4} {'server':>6} {'device':>6} {'dev_id':>6}  level-0 / level-1 / level-2 groups")
+            print(f"  group {g:<4} ranks {' '.join(map(str, ranks))}"
+                  + ("" if identity else f"   (MPI ranks {' '.join(map(str, mpi(ranks)))})"))
+    print(f"\n{'rank':>5} {'mpi':>5} {'pod':>4} {'server':>6} {'device':>6} {'dev_id':>6}  "
+          "level-0 / level-1 / level-2 groups (HCCL ranks)")
     for r, (c, groups) in enumerate(views):
-        print(f"{r:>5} {c.super_pod:>4} {c.server:>6} {c.device:>6} {c.device_id:>6}  "
+        print(f"{r:>5} {order[r]:>5} {c.super_pod:>4} {c.server:>6} {c.device:>6} {c.device_id:>6}  "
               + " / ".join(",".join(map(str, g)) for g in groups))
-    print(f"\nTopoInfo of rank {rank} (HCCL's TopoInfoWithNetLayerDetails; instance sizes as runs, "
+    print(f"\nTopoInfo of MPI rank {rank} (HCCL's TopoInfoWithNetLayerDetails; instance sizes as runs, "
           "'128 x 64' = 128 instances of 64 ranks; --json lists them in full):")
     for key, value in _summarized(info).items():
         if key in ("topo_inst_details_of_layer", "physical_levels"):

@@ -107,30 +107,3 @@ class Layout:
             dev = self.coords[rank].device
             return g0, tuple(r for r, c in enumerate(self.coords) if c.device == dev)
         return g0, g1, g2
-
-    def restrict(self, members: list[int]) -> list[list[list[int]]] | None:
-        """The layout a communicator of ``members`` (ranks of this layout, in its rank order) sees.
-
-        HCCL derives a sub-communicator's rank graph from its parent's; here the members keep
-        their super pods, servers and device ids. None when a server's or super pod's members
-        are not consecutive (HCCL numbers ranks server by server).
-        """
-        layout: list[list[list[int]]] = []
-        seen: set = set()
-        last: tuple | None = None
-        for m in members:
-            c = self.coords[m]
-            if last is None or c.super_pod != last[0]:
-                if ("pod", c.super_pod) in seen:
-                    return None
-                seen.add(("pod", c.super_pod))
-                layout.append([])
-            if last is None or (c.super_pod, c.server) != last:
-                if c.server in seen:
-                    return None
-                seen.add(c.server)
-                layout[-1].append([])
-            layout[-1][-1].append(c.device_id)
-            last = (c.super_pod, c.server)
-        return layout
-

@@ -9,9 +9,11 @@ Two of HCCL's formats, read as data with ``json``:
 - versions 1.0 / 1.2: ``server_list`` of ``{server_id, device: [{device_id, rank_id}]}`` and,
   for super pods, ``super_pod_list`` of ``{super_pod_id, server_list: [{server_id}]}``.
 
-Everything else in the file (addresses, ports) is ignored. HCCL numbers ranks server by server,
-so ``rank_id`` must run 0, 1, 2, ... in server order; ``status``, when present, must be
-``completed``.
+Everything else in the file (addresses, ports) is ignored. ``rank_id`` is the communicator's
+rank and must name 0 .. R-1 once each, in any order: HCCL numbers ranks server by server, and a
+table that does not (``--map-by node`` placement) gives the same layout in HCCL's numbering plus
+the order that maps it to the communicator's ranks (:mod:`pyhccl.topo.placement`).
+``status``, when present, must be ``completed``.
 """
 
 from __future__ import annotations
@@ -20,31 +22,44 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .placement import Placement, from_rows
 from .spec import TopoSpec
 
-__all__ = ["load_rank_table", "parse_rank_table"]
+__all__ = ["load_rank_table", "parse_rank_table", "rank_table_placement"]
 
 _EXAMPLE = ('{"version": "2.0", "rank_list": [{"rank_id": 0, "device_id": 0, "level_list": '
             '[{"net_layer": 0, "net_instance_id": "server0"}]}]}')
 
 
 def load_rank_table(path: str | Path) -> TopoSpec:
-    """The TopoSpec of the rank table file at ``path``.
+    """The TopoSpec (in HCCL's numbering) of the rank table file at ``path`` (:func:`rank_table_placement`: and the order).
 
     Raises:
         FileNotFoundError: no such file.
         ValueError: not JSON, or not a rank table this subset reads (the message says why).
     """
-    text = Path(path).read_text()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"rank table {path} is not valid JSON ({e.msg} at character {e.pos})") from None
-    return parse_rank_table(data, str(path))
+    return rank_table_placement(path).spec
 
 
 def parse_rank_table(data: Any, name: str = "rank table") -> TopoSpec:
-    """The TopoSpec of a parsed rank table (a dict)."""
+    """The TopoSpec (in HCCL's numbering) of a parsed rank table (a dict)."""
+    return rank_table_placement(data, name).spec
+
+
+def rank_table_placement(table: str | Path | dict, name: str = "rank table") -> Placement:
+    """The layout and order of a rank table: a path to read, or a parsed table (a dict).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not JSON, or not a rank table this subset reads (the message says why).
+    """
+    if isinstance(table, (str, Path)):
+        name = str(table)
+        try:
+            table = json.loads(Path(table).read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"rank table {name} is not valid JSON ({e.msg} at character {e.pos})") from None
+    data = table
     if not isinstance(data, dict):
         raise ValueError(f"{name}: expecting a JSON object, got {type(data).__name__}; e.g. {_EXAMPLE}")
     if data.get("status", "completed") != "completed":
@@ -58,7 +73,7 @@ def parse_rank_table(data: Any, name: str = "rank table") -> TopoSpec:
                      f"e.g. {_EXAMPLE}")
 
 
-def _v2(data: dict, name: str) -> TopoSpec:
+def _v2(data: dict, name: str) -> Placement:
     ranks = sorted(_list(data, "rank_list", name), key=lambda r: _int(r, "rank_id", name))
     if "rank_count" in data and _int(data, "rank_count", name) != len(ranks):
         raise ValueError(f"{name}: rank_count is {data['rank_count']} but rank_list has {len(ranks)} ranks")
@@ -76,10 +91,10 @@ def _v2(data: dict, name: str) -> TopoSpec:
         rows.append((_int(r, "rank_id", name), pod, str(layers[0].get("net_instance_id")), dev))
     if len(types) > 1:
         raise ValueError(f"{name}: expecting one layer-0 net_type for every rank, got {sorted(types)}")
-    return TopoSpec(_nest(rows, name), level0="clos" if types == {"CLOS"} else "mesh")
+    return from_rows(rows, name, level0="clos" if types == {"CLOS"} else "mesh")
 
 
-def _v1(data: dict, name: str) -> TopoSpec:
+def _v1(data: dict, name: str) -> Placement:
     servers = {str(s.get("server_id")): s for s in _list(data, "server_list", name) if isinstance(s, dict)}
     pods = [("", list(servers))]
     if data.get("super_pod_list"):
@@ -94,30 +109,7 @@ def _v1(data: dict, name: str) -> TopoSpec:
         for sid in ids:
             for d in _list(servers[sid], "device", name):
                 rows.append((_int(d, "rank_id", name, default=len(rows)), pod, sid, _int(d, "device_id", name)))
-    return TopoSpec(_nest(rows, name))
-
-
-def _nest(rows: list[tuple[int, str, str, int]], name: str) -> list:
-    """(rank, pod, server, device id) in rank order -> super pods -> servers -> device ids."""
-    layout: list[list[list[int]]] = []
-    seen_pods, seen_servers, last = set(), set(), (None, None)
-    for i, (rank, pod, server, dev) in enumerate(rows):
-        if rank != i:
-            raise ValueError(f"{name}: expecting rank_id {i} next (ranks are numbered 0, 1, 2, ... server "
-                             f"by server), got {rank}")
-        if pod != last[0]:
-            if pod in seen_pods:
-                raise ValueError(f"{name}: the ranks of super pod {pod!r} are not consecutive (rank {rank})")
-            seen_pods.add(pod)
-            layout.append([])
-        if (pod, server) != last:
-            if server in seen_servers:
-                raise ValueError(f"{name}: the ranks of server {server!r} are not consecutive (rank {rank})")
-            seen_servers.add(server)
-            layout[-1].append([])
-        layout[-1][-1].append(dev)
-        last = (pod, server)
-    return layout
+    return from_rows(rows, name)
 
 
 def _list(d: Any, key: str, name: str) -> list:

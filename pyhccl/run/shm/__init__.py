@@ -10,7 +10,9 @@ and reduce a peer's HBM (HCCL's Mesh templates over ``MemSemantic`` links).
 * :mod:`.compile` — :func:`compile_shm`: every rank's plan compiled for one rank (:class:`ShmPlan`),
   with :mod:`.program` placing values and listing the rank's ops and barriers;
 * :mod:`.execute` — :class:`ShmRunner`: a compiled plan run on an engine (a
-  :class:`~pyhccl.run.base.Runner`).
+  :class:`~pyhccl.run.base.Runner`);
+* :mod:`.hier` — :class:`HierRunner`: on several nodes, the same plan with the node's peers read
+  from the node's window and the other nodes' over MPI (:func:`node_engine`, :func:`compile_hier`).
 
 API::
 
@@ -21,8 +23,9 @@ API::
 """
 
 from .compile import OPS, ShmPlan, compile_shm
-from .engine import KEYVAL, ShmEngine, adopt_engine, release_engine, shm_engine
+from .engine import KEYVAL, NodeEngine, ShmEngine, adopt_engine, node_engine, release_engine, shm_engine
 from .execute import ShmRunner
+from .hier import HierPlan, HierRunner, compile_hier
 
 __all__ = ["KEYVAL", "OPS", "ShmEngine", "ShmPlan", "ShmRunner", "adopt_engine", "compile_shm", "release_engine",
-           "shm_engine"]
+           "shm_engine", "NodeEngine", "node_engine", "HierPlan", "HierRunner", "compile_hier"]

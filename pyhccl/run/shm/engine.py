@@ -10,18 +10,22 @@ place. The engine is cached on its communicator under :data:`KEYVAL` (:func:`shm
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
 from ..timeout import wait_pending
 
-__all__ = ["KEYVAL", "HEADER", "ShmEngine", "shm_engine", "adopt_engine", "release_engine"]
+__all__ = ["KEYVAL", "HEADER", "ShmEngine", "shm_engine", "adopt_engine", "release_engine", "NodeEngine",
+           "node_engine"]
 
 #: Bytes at the start of a segment: where this call's input and output are (4 int64, padded to a cache line).
 HEADER = 64
 #: The MPI attribute under which a communicator keeps its engine (:func:`shm_engine`).
 KEYVAL = MPI.Comm.Create_keyval()
+#: The attribute under which a communicator over several nodes keeps its :class:`NodeEngine`.
+NODE_KEYVAL = MPI.Comm.Create_keyval()
 #: Window generations, unique over all engines: views a runner bound to a freed window never match a new one.
 _GENERATIONS = itertools.count(1)
 #: Node barriers a timeout left pending that never completed: MPI forbids freeing an active
@@ -182,6 +186,30 @@ class _Heap:
         self.win.Free()
 
 
+@dataclass(frozen=True)
+class NodeEngine:
+    """The engine of this rank's node on a communicator over several nodes (the hierarchical runtime):
+    ``node[i]`` is comm rank ``i``'s node (its lowest comm rank), ``local[i]`` its index in the node."""
+
+    engine: ShmEngine
+    node: tuple[int, ...]
+    local: tuple[int, ...]
+
+
+def node_engine(comm: MPI.Intracomm) -> NodeEngine:
+    """The :class:`NodeEngine` cached on ``comm``, created on first use (collective then)."""
+    ne = comm.Get_attr(NODE_KEYVAL)
+    if ne is None:
+        sub = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        try:
+            places = comm.allgather((sub.allreduce(comm.Get_rank(), op=MPI.MIN), sub.Get_rank()))
+            ne = NodeEngine(ShmEngine(sub), tuple(n for n, _ in places), tuple(i for _, i in places))
+        finally:
+            sub.Free()
+        comm.Set_attr(NODE_KEYVAL, ne)
+    return ne
+
+
 def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
     """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then)."""
     eng = comm.Get_attr(KEYVAL)
@@ -204,6 +232,10 @@ def adopt_engine(comm: MPI.Intracomm, engine: ShmEngine) -> None:
 def release_engine(comm: MPI.Intracomm) -> None:
     """Drop ``comm``'s engine, if any; the last communicator using it frees its windows and node communicator
     (collective: before ``comm.Free()``, which frees nothing of the engine)."""
+    ne = comm.Get_attr(NODE_KEYVAL)
+    if ne is not None:
+        comm.Delete_attr(NODE_KEYVAL)
+        ne.engine.free()
     eng = comm.Get_attr(KEYVAL)
     if eng is None:
         return
