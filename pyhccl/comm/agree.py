@@ -79,13 +79,16 @@ class Planner:
         selection: the selector's settings (``mode``, ``expansion_mode``, ``tuner``; :func:`pyhccl.core.settings.selector`).
         ub_transfer_bytes: the largest message a step is sliced into.
         timeout: seconds a step may wait (None: no limit), on either runtime.
+        cma: whether the ``@shm`` engine may read peers' arrays with cross-memory attach (PYHCCL_CMA).
     """
 
     def __init__(self, comm: MPI.Intracomm, topology: Topology, algo: AlgoRef | None, override: str | None,
-                 profile: Profile | None, selection: dict, ub_transfer_bytes: int, timeout: float | None) -> None:
+                 profile: Profile | None, selection: dict, ub_transfer_bytes: int, timeout: float | None,
+                 cma: bool = True) -> None:
         self.comm, self.rank, self.topology, self.machine = comm, comm.Get_rank(), topology, topology.machine
         self.algo, self.override, self.profile, self.selection = algo, override, profile, selection
         self.ub_transfer_bytes, self.timeout = ub_transfer_bytes, timeout
+        self.cma = cma
 
     def choose(self, job: Job, shape: Call) -> tuple[AlgoRef, Selection | None, bool]:
         """``(algorithm, selection, forced)``: a forced name valid for the op, else HCCL's selection."""
@@ -170,7 +173,7 @@ class Planner:
             detail = "; ".join(f"rank {r}: {o}" for r, o in enumerate(names) if o != names[0])
             raise RuntimeError(f"{what} cannot run: ranks chose different algorithms: rank 0: {names[0]}; {detail}")
         if ref and ref.shm:
-            shm_engine(self.comm)           # collective on first use: every rank agreed on this name
+            shm_engine(self.comm, self.cma)     # collective on first use: every rank agreed on this name
         log.debug("pyhccl: %s -> %s", what, name)
         return (ref, sel), plan
 
@@ -179,7 +182,8 @@ class Planner:
         call, rank, name = job.call, self.rank, ref.name
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
-            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank), shm_engine(self.comm))
+            eng = shm_engine(self.comm, self.cma)
+            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma), eng)
         # rooted ops (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
         plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)

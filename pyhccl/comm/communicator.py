@@ -97,7 +97,7 @@ class Communicator:
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._planner = Planner(self._pcomm, self.topology, forced, override, measured_profile(self._tuning),
-                                settings.selector(), ub, timeout)
+                                settings.selector(), ub, timeout, settings.cma())
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
                                     abort_on_timeout=abort_on_timeout)
         self._run = self._dispatch.run
@@ -200,7 +200,7 @@ class Communicator:
     def share_window(self, other: Communicator) -> None:
         """Use ``other``'s shared-memory window for the ``@shm`` engine (collective; same ranks, never running at
         the same time); the window lives until the last communicator using it is freed."""
-        adopt_engine(self._pcomm, shm_engine(other._pcomm))
+        adopt_engine(self._pcomm, shm_engine(other._pcomm, other._planner.cma))
 
     def shm_engine(self) -> ShmEngine:
         """The ``@shm`` engine (its shared window) of this communicator, made on first use (collective).
@@ -208,7 +208,7 @@ class Communicator:
         Raises:
             ValueError: ranks on several nodes (no shared memory spans them).
         """
-        return shm_engine(self._pcomm)
+        return shm_engine(self._pcomm, self._planner.cma)
 
     # -- shared memory ---------------------------------------------------------------------
     def alloc_shared(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
@@ -226,7 +226,7 @@ class Communicator:
         if any(x < 0 for x in dims):
             raise ValueError(f"shape: expecting sizes >= 0, got {dims}")
         try:
-            eng = shm_engine(self._pcomm)
+            eng = shm_engine(self._pcomm, self._planner.cma)
         except ValueError:
             self._off_node = True
             return np.empty(dims, dt)

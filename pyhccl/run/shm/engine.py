@@ -5,20 +5,28 @@ Each rank's data that a peer reads lives in that rank's segment of one window
 every segment as a numpy array. The window is allocated once per communicator and grown,
 never per call. :meth:`ShmEngine.alloc` gives memory in a window of its own that plans read in
 place. The engine is cached on its communicator under :data:`KEYVAL` (:func:`shm_engine`).
+
+With cross-memory attach (:mod:`.cma`; asked for with ``cma=True`` and kept only when
+:func:`.cma.probe` finds it works on every rank, :attr:`ShmEngine.cma`) a rank reads its peers'
+ordinary arrays in place: each rank publishes where its input and output are in its header
+every call and the window holds only the plans' scratch.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 from mpi4py import MPI
 
 from ..timeout import wait_pending
+from . import cma as _cma
 
 __all__ = ["KEYVAL", "HEADER", "ShmEngine", "shm_engine", "adopt_engine", "release_engine"]
 
-#: Bytes at the start of a segment: where this call's input and output are (4 int64, padded to a cache line).
+#: Bytes at the start of a segment: where this call's input and output are (6 int64, padded to a cache line):
+#: input's allocation id and offset, output's allocation id and offset, input's and output's addresses.
 HEADER = 64
 #: The MPI attribute under which a communicator keeps its engine (:func:`shm_engine`).
 KEYVAL = MPI.Comm.Create_keyval()
@@ -34,12 +42,14 @@ class ShmEngine:
 
     Attributes:
         stalled: the node barrier a timeout left pending (the engine is unusable then), else None.
+        cma: whether ranks read each other's arrays with cross-memory attach (asked for with ``cma``
+        and found to work on every rank); ``pids``: every rank's process id then.
 
     Raises:
         ValueError: ranks of ``comm`` on more than one node (the window cannot span nodes).
     """
 
-    def __init__(self, comm: MPI.Intracomm) -> None:
+    def __init__(self, comm: MPI.Intracomm, cma: bool = False) -> None:
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         ok = node.Get_size() == comm.Get_size()
         if not comm.allreduce(ok, op=MPI.LAND):
@@ -54,11 +64,13 @@ class ShmEngine:
         self.generation = 0
         self.users = 1                    # communicators holding it (adopt_engine adds, release_engine drops)
         self.segments: list[np.ndarray] = []
-        self.heads: list[np.ndarray] = []   # per rank, its header: (input alloc, offset, output alloc, offset)
+        self.heads: list[np.ndarray] = []   # per rank, its header (HEADER): 6 int64
         self.heaps: dict[int, _Heap] = {}   # alloc() memory by id (ids never reused: a freed one never matches)
         self._heap_ids = itertools.count(1)
         self.stalled: MPI.Request | None = None
         self._stall_s = 0.0
+        self.cma = bool(comm.allreduce(bool(cma), op=MPI.LAND)) and _cma.probe(node)
+        self.pids: list[int] = node.allgather(os.getpid()) if self.cma else []
 
     def reserve(self, nbytes: int, timeout: float | None = None) -> bool:
         """Make every segment at least ``nbytes`` (collective: every rank asks for the same).
@@ -80,7 +92,7 @@ class ShmEngine:
         for p in range(self.size):
             buf, _ = self.win.Shared_query(p)
             self.segments.append(np.frombuffer(buf, np.uint8, nbytes))
-        self.heads = [seg[:32].view(np.int64) for seg in self.segments]
+        self.heads = [seg[:48].view(np.int64) for seg in self.segments]
         self.nbytes = nbytes
         self.generation = next(_GENERATIONS)
         return True
@@ -182,11 +194,12 @@ class _Heap:
         self.win.Free()
 
 
-def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
-    """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then)."""
+def shm_engine(comm: MPI.Intracomm, cma: bool = False) -> ShmEngine:
+    """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then; ``cma``:
+    read peers' arrays with cross-memory attach where it works, see :class:`ShmEngine`)."""
     eng = comm.Get_attr(KEYVAL)
     if eng is None:
-        eng = ShmEngine(comm)
+        eng = ShmEngine(comm, cma)
         comm.Set_attr(KEYVAL, eng)
     return eng
 
