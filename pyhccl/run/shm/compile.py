@@ -13,6 +13,7 @@ and on the values written into them, then
 * folds a copy ``d = s`` whose value only feeds one later reduce into it: ``ufunc(s, x, out=d)``;
 * with cross-memory attach, lets a load of a peer's copy of its own data read the original
   instead (the copy goes when nothing else reads it);
+  and a value computed in scratch only to be copied into the output is computed there;
 * places the values and lists this rank's program (:mod:`.program`).
 """
 
@@ -73,6 +74,8 @@ class ShmPlan:
             self._forward(ops, defs)
         self._fuse(ops, defs, hazard)
         self._fold(ops, defs)
+        if cma:
+            self._sink(ops, defs)
         self.program = build_program(rank, ops, defs, nsteps, hazard, cma)
         self.syncs = sum(1 for p in self.program if p[0] == SYNC)
         # what runs before the first barrier touches only this rank's memory; after it, peers' too
@@ -297,6 +300,40 @@ class ShmPlan:
                     defs[lane[3]]["readers"].append((user, ul))
                 d["readers"] = []
                 d["dead"] = True
+            op.lanes = keep
+
+
+    # -- sinking (cma): a value written to scratch only for one later copy into the output is written there
+    def _sink(self, ops: list[_Op], defs: list[dict]) -> None:
+        """A copy ``o = d`` of this rank whose source value ``d`` (in scratch) has no other reader goes, and
+        ``d``'s writer writes ``o`` instead, when nothing writes ``o`` in between and every read of ``o``'s
+        previous value comes in an earlier step than the writer (a peer's load of it cannot meet the write)."""
+        by_atom = defaultdict(list)
+        for i, d in enumerate(defs):
+            by_atom[d["atom"]].append(i)
+        for op in ops:
+            if op.kind != "copy" or op.rank != self.rank:
+                continue
+            keep = []
+            for cl in op.lanes:
+                d = cl[3]
+                info = defs[d] if d is not None else None
+                w = info and info["op"]
+                o = cl[0]
+                if w is None or w.kind == "pull" or info["atom"][1] is not Buf.SCRATCH or len(info["readers"]) != 1 \
+                        or o[1] is Buf.SCRATCH or any(w.order < x < op.order for x in self.writes.get(o, ())):
+                    keep.append(cl)
+                    continue
+                mine = by_atom[o]
+                prev = [j for j in mine[:mine.index(cl[5])] if defs[j]["op"] is None or defs[j]["op"].order < w.order]
+                if prev and any(rop.step >= w.step for rop, _ in defs[prev[-1]]["readers"]):
+                    keep.append(cl)
+                    continue
+                wl = next(l for l in w.lanes if l[5] == d)
+                wl[0], wl[5] = o, cl[5]
+                defs[cl[5]]["op"] = w
+                info["readers"], info["dead"] = [], True
+                self.writes[o].append(w.order)
             op.lanes = keep
 
 
