@@ -183,7 +183,8 @@ class Planner:
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
             eng = shm_engine(self.comm, self.cma)
-            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma), eng)
+            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma_for(call, job.dtype.itemsize)),
+                             eng)
         # rooted ops (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
         plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)

@@ -178,11 +178,15 @@ def test_setting_turns_it_off(monkeypatch):
 
 def test_communicator_uses_it():
     c = Communicator(COMM.Dup(), algo="NHR@shm")
-    x = np.arange(70001, dtype=np.float32) % 7 + RANK
-    y = np.empty_like(x)
-    c.Allreduce(x, y)
-    want = sum(np.arange(70001, dtype=np.float32) % 7 + r for r in range(N))
-    assert np.array_equal(y, want) and c.shm_engine().cma == (N > 1)
+    for count in (70001, 600001):            # the window below CMA_MIN_BYTES, cross-memory attach above
+        x = np.arange(count, dtype=np.float32) % 7 + RANK
+        y = np.empty_like(x)
+        c.Allreduce(x, y)
+        want = sum(np.arange(count, dtype=np.float32) % 7 + r for r in range(N))
+        assert np.array_equal(y, want)
+    eng = c.shm_engine()
+    assert eng.cma == (N > 1)
+    assert not eng.cma_for(Call("allreduce", N, 70001), 4) and eng.cma_for(Call("allreduce", N, 600001), 4) == eng.cma
     c.Free()
 
 
