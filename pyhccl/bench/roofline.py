@@ -36,7 +36,8 @@ from mpi4py import MPI
 __all__ = ["Roofline", "measure", "bound_seconds", "bound_bytes"]
 
 _PROBE_BYTES = 16 << 20                 # per array; three a rank (48 MiB) pass a 32 MiB last-level cache
-_REPS = 3
+_REPS = 2
+_ROUNDS = 5                             # best round counts: a burst of load elsewhere spoils a round
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,13 @@ def measure(comm: MPI.Intracomm, nbytes: int = _PROBE_BYTES) -> Roofline:
 
     Between barriers every rank copies (then reduces) its arrays a few times; the rate is the bytes all
     ranks moved over the wall time from the first barrier to the last, per rank (ranks that share a core
-    get their share), best of two rounds.
+    get their share), best of five rounds.
     """
     n = max(1, nbytes // 8)
     a = np.arange(n, dtype=np.float64)
     b, c = a.copy(), a.copy()            # every page touched before timing
     best = [float("inf"), float("inf")]
-    for _ in range(2):
+    for _ in range(_ROUNDS):
         for k in (0, 1):
             comm.Barrier()
             t = time.perf_counter()
