@@ -77,6 +77,7 @@ class ShmEngine:
         self._stall_s = 0.0
         self.cma = bool(comm.allreduce(bool(cma), op=MPI.LAND)) and _cma.probe(node)
         self.pids: list[int] = node.allgather(os.getpid()) if self.cma else []
+        self._bounce: np.ndarray | None = None
 
     def reserve(self, nbytes: int, timeout: float | None = None) -> bool:
         """Make every segment at least ``nbytes`` (collective: every rank asks for the same).
@@ -110,6 +111,13 @@ class ShmEngine:
             return False
         big = max(max(call.input_count(r), call.output_count(r)) for r in range(call.nranks))
         return big * itemsize >= CMA_MIN_BYTES
+
+    def bounce(self, nbytes: int) -> np.ndarray:
+        """``(2, nbytes)`` bytes of local memory the runners of this engine read peers' pieces into (one
+        call runs at a time on an engine, so they share it)."""
+        if self._bounce is None or self._bounce.shape[1] < nbytes:
+            self._bounce = np.empty((2, nbytes), np.uint8)
+        return self._bounce
 
     def sync(self, timeout: float | None = None) -> bool:
         """Make every rank's stores to the window visible to all: Win.Sync, node barrier, Win.Sync.

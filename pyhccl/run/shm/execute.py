@@ -60,7 +60,7 @@ class ShmRunner:
                              "without cross-memory attach; compile with compile_shm(..., cma=engine.cma)")
         self.plan, self.engine = plan, engine
         self._views: OrderedDict = OrderedDict()
-        self._bounce = np.empty((2, CMA_CHUNK_BYTES), np.uint8) if plan.cma else None
+        self._bounce = engine.bounce(CMA_CHUNK_BYTES) if plan.cma else None
 
     def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
         """Execute with ``(input, output, scratch)`` numpy arrays of one dtype.
