@@ -6,7 +6,8 @@
 Per op and size (nccl-tests' size: the whole buffer), ordinary numpy arrays, out of place, every
 form timed interleaved in each round (native MPI, then each algorithm on the ``@shm`` engine
 as the Communicator runs it — cross-memory attach from ``CMA_MIN_BYTES`` (2 MiB), the window
-below — then the same with ``PYHCCL_CMA=0``: copy-in and copy-out through the window); a form's time is its best round, a round the slowest rank's mean of two calls. The
+below — then the same with ``PYHCCL_CMA=0``: copy-in and copy-out through the window); a form's
+time is its best round, a round the slowest rank's mean of two calls. The
 table gives the best algorithm of each engine, its ratio to native MPI (native time / pyhccl
 time, higher is better) and the % of the one-host memory bound (:mod:`pyhccl.bench.roofline`,
 probed once at the start). Results are checked against numpy once per form. Timings on a

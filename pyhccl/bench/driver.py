@@ -293,7 +293,8 @@ def write_rows(rows: list[Row], out=None, *, header: bool = True) -> None:
                            "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(x)"), file=out)
     for r in rows:
         print(_LINE.format(r.size, r.count, r.type, r.redop, r.root, _f(r.time_us, 2), _f(r.algbw, 3),
-                           _f(r.busbw, 3), _f(r.bound, 0), r.wrong, _f(r.ip_time_us, 2), _f(r.ip_algbw, 3), _f(r.ip_busbw, 3),
+                           _f(r.busbw, 3), _f(r.bound, 0), r.wrong, _f(r.ip_time_us, 2), _f(r.ip_algbw, 3),
+                           _f(r.ip_busbw, 3),
                            "-" if r.ip_wrong is None else r.ip_wrong, r.algo, _f(r.native_time_us, 2),
                            _f(r.ratio, 2)), file=out)
     out.flush()

@@ -52,7 +52,8 @@ def available() -> bool:
 
 
 class Remote:
-    """``size`` elements of ``itemsize`` bytes at ``addr`` in process ``pid``: a peer's array, read with :func:`reader`."""
+    """``size`` elements of ``itemsize`` bytes at ``addr`` in process ``pid``: a peer's array (read with
+    :func:`reader`)."""
 
     __slots__ = ("pid", "addr", "size", "itemsize")
 
