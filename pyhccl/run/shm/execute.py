@@ -11,7 +11,8 @@ headers also carry the addresses of the input and output, re-read after the firs
 every call (a peer's buffer freed and another allocated at its address is read afresh), and a
 load from a peer's ordinary array is a ``process_vm_readv``: straight into the destination
 for a copy, else piece by piece into a cache-sized bounce buffer the reduce reads. With a
-timeout every node barrier is waited against a deadline and a rank that does not arrive raises :class:`~pyhccl.run.timeout.CollectiveTimeoutError`.
+timeout every node barrier is waited against a deadline and a rank that does not arrive raises
+:class:`~pyhccl.run.timeout.CollectiveTimeoutError`.
 """
 
 from __future__ import annotations
