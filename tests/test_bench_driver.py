@@ -86,7 +86,10 @@ def test_missing_forms_print_dashes_and_csv_round_trips(tmp_path):
     out = io.StringIO()
     write_rows([row], out)
     line = out.getvalue().splitlines()[-1].split()
-    assert line[5:9] == ["12.50", "0.010", "0.005", "0"] and line[9:13] == ["-", "-", "-", "-"]
+    assert line[5:10] == ["12.50", "0.010", "0.005", "-", "0"] and line[10:14] == ["-", "-", "-", "-"]
+    row.bound = 41.6                                    # % of the roofline's bound, beside busbw
+    write_rows([row], out)
+    assert out.getvalue().splitlines()[-1].split()[8] == "42"
     write_csv([row], tmp_path / "rows.csv")
     got = list(csv.DictReader(open(tmp_path / "rows.csv")))
     assert got[0]["size"] == "96" and got[0]["algo"] == "auto:X" and got[0]["ip_time_us"] == ""

@@ -12,7 +12,8 @@ from ..core.call import OPS
 from .collective import BENCH_OPS, run
 from ..core.settings import ub_transfer_bytes
 from ..topo import comm_topology
-from .driver import UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
+from .driver import Row, UsageError, count_wrong, write_csv, write_footer, write_json, write_rows
+from .roofline import Roofline, bound_seconds, measure
 from .tuning import finish
 
 __all__ = ["COMMANDS", "main", "run"]
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
     except SystemExit as e:            # -h
         return int(e.code or 0)
     topology = comm_topology(comm, args.topo) if args.tune or args.tuning or args.report or args.plot else None
+    roof = _roofline(comm, BENCH_OPS[argv[0]].op, rows)
     if rank == 0:
         n = comm.Get_size()
         spec = OPS[BENCH_OPS[argv[0]].op]
@@ -52,10 +54,13 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
               + (f", topo {args.topo}" if args.topo else "") + (", shared buffers" if args.shared else ""))
         print(f"# time = slowest rank's mean; busbw = algbw x {spec.busbw_factor(n):.4g} (nccl-tests' factor for "
               f"{spec.hccl} at N={n}); ratio = native MPI time / pyhccl out-of-place time")
+        print(f"# bound = % of the one-host memory bound (pyhccl.bench.roofline): {roof.describe()}" if roof else
+              "# bound: none (ranks on several nodes: the roofline prices one host)")
         write_rows(rows)
         write_footer(rows)
         meta = {"op": argv[0], "nranks": n, "mpi": mpi, "topo": args.topo,
-                "buffers": "shared" if args.shared else "numpy"}
+                "buffers": "shared" if args.shared else "numpy",
+                "roofline": roof and {"copy_Bps": roof.copy, "reduce_Bps": roof.reduce}}
         if topology is not None:
             try:
                 meta.update(finish(args, rows, topology, n, ub_transfer_bytes(), mpi, sys.stdout))
@@ -67,3 +72,17 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
         if args.csv:
             write_csv(rows, args.csv)
     return 1 if count_wrong(rows) else 0
+
+
+def _roofline(comm: MPI.Intracomm, op: str, rows: list[Row]) -> Roofline | None:
+    """Measure the host's roofline (collective) and fill each row's % of bound; None on several nodes."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    one = comm.allreduce(node.Get_size() == comm.Get_size(), op=MPI.LAND)
+    node.Free()
+    if not one:
+        return None
+    roof = measure(comm)
+    for r in rows:
+        if r.time_us:
+            r.bound = 100.0 * bound_seconds(op, comm.Get_size(), r.size, roof) / (r.time_us * 1e-6)
+    return roof

@@ -89,6 +89,7 @@ class Row:
     native_time_us: float | None
     ratio: float | None
     nbytes: int = 0          # HCCL's data size D of the call (what selection is given)
+    bound: float | None = None      # % of the roofline's bound (pyhccl.bench.roofline), out of place
 
 
 def parse_size(text: str) -> int:
@@ -275,8 +276,8 @@ def time_call(comm: MPI.Intracomm, fn: Callable[[], None], iters: int, warmup: i
     return float(np.median(slowest))
 
 
-_HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<40} {:>9} {:>6}")
-_LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6}  {:>9} {:>8} {:>8} {:>6}"
+_HEAD = ("#{:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6} {:>6}  {:>9} {:>8} {:>8} {:>6}  {:<40} {:>9} {:>6}")
+_LINE = (" {:>11} {:>12} {:>9} {:>6} {:>5}  {:>9} {:>8} {:>8} {:>6} {:>6}  {:>9} {:>8} {:>8} {:>6}"
          "  {:<40} {:>9} {:>6}")
 
 
@@ -284,15 +285,16 @@ def write_rows(rows: list[Row], out=None, *, header: bool = True) -> None:
     """The nccl-tests table: out-of-place and in-place columns, algorithm, native MPI, ratio."""
     out = out or sys.stdout
     if header:
-        print(_HEAD.format("", "", "", "", "", "out-of-place", "", "", "", "in-place", "", "", "", "", "native", ""),
-              file=out)
-        print(_HEAD.format("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+        print(_HEAD.format("", "", "", "", "", "out-of-place", "", "", "", "", "in-place", "", "", "", "", "native",
+                           ""), file=out)
+        print(_HEAD.format("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "bound", "#wrong",
                            "time", "algbw", "busbw", "#wrong", "algo", "time", "ratio"), file=out)
-        print(_HEAD.format("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+        print(_HEAD.format("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(%)", "",
                            "(us)", "(GB/s)", "(GB/s)", "", "", "(us)", "(x)"), file=out)
     for r in rows:
         print(_LINE.format(r.size, r.count, r.type, r.redop, r.root, _f(r.time_us, 2), _f(r.algbw, 3),
-                           _f(r.busbw, 3), r.wrong, _f(r.ip_time_us, 2), _f(r.ip_algbw, 3), _f(r.ip_busbw, 3),
+                           _f(r.busbw, 3), _f(r.bound, 0), r.wrong, _f(r.ip_time_us, 2), _f(r.ip_algbw, 3),
+                           _f(r.ip_busbw, 3),
                            "-" if r.ip_wrong is None else r.ip_wrong, r.algo, _f(r.native_time_us, 2),
                            _f(r.ratio, 2)), file=out)
     out.flush()

@@ -86,14 +86,17 @@ class Planner:
         selection: the selector's settings (``mode``, ``expansion_mode``, ``tuner``; :func:`pyhccl.core.settings.selector`).
         ub_transfer_bytes: the largest message a step is sliced into.
         timeout: seconds a step may wait (None: no limit), on either runtime.
+        cma: whether the ``@shm`` engine may read peers' arrays with cross-memory attach (PYHCCL_CMA).
     """
 
     def __init__(self, comm: MPI.Intracomm, topology: Topology, algo: AlgoRef | None, override: str | None,
-                 profile: Profile | None, selection: dict, ub_transfer_bytes: int, timeout: float | None) -> None:
+                 profile: Profile | None, selection: dict, ub_transfer_bytes: int, timeout: float | None,
+                 cma: bool = True) -> None:
         self.comm, self.rank, self.topology, self.machine = comm, comm.Get_rank(), topology, topology.machine
         self.algo, self.override, self.profile, self.selection = algo, override, profile, selection
         self.ub_transfer_bytes, self.timeout = ub_transfer_bytes, timeout
         self._several: bool | None = None
+        self.cma = cma
 
     def choose(self, job: Job, shape: Call) -> tuple[AlgoRef, Selection | None, bool]:
         """``(algorithm, selection, forced)``: a forced name valid for the op, else HCCL's selection."""
@@ -189,7 +192,7 @@ class Planner:
         """Whether the ranks span several nodes (``@shm`` then runs hierarchically); collective the first time."""
         if self._several is None:
             try:
-                shm_engine(self.comm)
+                shm_engine(self.comm, self.cma)
                 self._several = False
             except ValueError:              # raised alike on every rank: not all on one node
                 self._several = True
@@ -207,7 +210,9 @@ class Planner:
             return HierRunner(compile_hier(plans, rank, ne.node, ne.local, job.dtype.itemsize, alias), ne)
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
-            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank), shm_engine(self.comm))
+            eng = shm_engine(self.comm, self.cma)
+            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma_for(call, job.dtype.itemsize)),
+                             eng)
         # rooted ops (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
         plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)

@@ -101,7 +101,7 @@ class Communicator:
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._planner = Planner(self._pcomm, self.topology, forced, override, measured_profile(self._tuning),
-                                settings.selector(), ub, timeout)
+                                settings.selector(), ub, timeout, settings.cma())
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
                                     abort_on_timeout=abort_on_timeout, gcomm=self._gcomm,
                                     placed=None if self.topology.identity else Placed(self.topology))
@@ -209,7 +209,7 @@ class Communicator:
         the same time); the window lives until the last communicator using it is freed. On several nodes it does
         nothing (``@shm`` then runs hierarchically, with a node window per communicator)."""
         try:
-            engine = shm_engine(other._pcomm)
+            engine = shm_engine(other._pcomm, other._planner.cma)
         except ValueError:              # raised alike on every rank: not all on one node
             return
         adopt_engine(self._pcomm, engine)
@@ -220,7 +220,7 @@ class Communicator:
         Raises:
             ValueError: ranks on several nodes (no shared memory spans them).
         """
-        return shm_engine(self._pcomm)
+        return shm_engine(self._pcomm, self._planner.cma)
 
     # -- shared memory ---------------------------------------------------------------------
     def alloc_shared(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
@@ -238,7 +238,7 @@ class Communicator:
         if any(x < 0 for x in dims):
             raise ValueError(f"shape: expecting sizes >= 0, got {dims}")
         try:
-            eng = shm_engine(self._pcomm)
+            eng = shm_engine(self._pcomm, self._planner.cma)
         except ValueError:
             self._off_node = True
             return np.empty(dims, dt)

@@ -19,6 +19,7 @@ variable; a bad value raises ValueError naming the variable (or argument) and wh
 | PYHCCL_TUNER_PLUGIN | :func:`tuner_plugin` |
 | PYHCCL_CUDA_AWARE | :func:`cuda_aware` |
 | PYHCCL_MPIEXEC | :func:`mpiexec` |
+| PYHCCL_CMA | :func:`cma` |
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any, Mapping
 
 __all__ = ["UB_TRANSFER_BYTES", "env", "algo", "ub_transfer_bytes", "ub_transfer_bytes_set", "timeout_seconds",
            "flag", "tuning_file", "selector_mode", "expansion_mode", "tuner_plugin", "topo_source", "super_pod_servers",
-           "cuda_aware", "mpiexec", "selector", "selection"]
+           "cuda_aware", "mpiexec", "cma", "selector", "selection"]
 
 #: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
 #: the UB protocol's largest single transfer; pyhccl uses it as its message size.
@@ -179,6 +180,16 @@ def cuda_aware() -> bool | None:
 def mpiexec() -> str:
     """``PYHCCL_MPIEXEC``: the launcher command line to use; "" to look for one."""
     return env("PYHCCL_MPIEXEC")
+
+
+def cma(value: bool | None = None) -> bool:
+    """Whether the ``@shm`` engine may read peers' arrays with cross-memory attach: ``value``, else
+    ``PYHCCL_CMA`` (1/0), else True (it is used only where it works on every rank).
+
+    Raises:
+        ValueError: a variable that is not one of the accepted words.
+    """
+    return flag(value, "cma", "PYHCCL_CMA", True)
 
 
 def selector(mode: str | None = None, expansion: str | None = None, tuner: str | None = None) -> dict[str, Any]:

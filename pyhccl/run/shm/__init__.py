@@ -13,12 +13,16 @@ and reduce a peer's HBM (HCCL's Mesh templates over ``MemSemantic`` links).
   :class:`~pyhccl.run.base.Runner`);
 * :mod:`.hier` — :class:`HierRunner`: on several nodes, the same plan with the node's peers read
   from the node's window and the other nodes' over MPI (:func:`node_engine`, :func:`compile_hier`).
+* :mod:`.cma` — cross-memory attach (``process_vm_readv``): with ``shm_engine(comm, cma=True)``
+  where it works on every rank (:attr:`ShmEngine.cma`), plans compiled with ``cma=True`` read
+  peers' ordinary arrays in place instead of copying them through the window
+  (:meth:`ShmEngine.cma_for` says when that pays: from ``CMA_MIN_BYTES``).
 
 API::
 
-    engine = shm_engine(comm)                    # collective on first use; ValueError off one node
+    engine = shm_engine(comm, cma=True)          # collective on first use; ValueError off one node
     plans = [build_plan(call, "MeshTwoShot", r) for r in range(call.nranks)]
-    runner = ShmRunner(compile_shm(call, plans, np.dtype(np.float32).itemsize, comm.Get_rank()), engine)
+    runner = ShmRunner(compile_shm(call, plans, 4, comm.Get_rank(), engine.cma_for(call, 4)), engine)
     runner.run(comm, (inp, out, None), np.add, timeout=None)   # as CompiledPlan.run
 """
 

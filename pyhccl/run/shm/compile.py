@@ -11,6 +11,9 @@ and on the values written into them, then
 * fuses a receive into scratch that feeds one local reduce (or copy) of the same step into
   that op: ``ufunc(dst, peer_view, out=dst)``, no intermediate copy;
 * folds a copy ``d = s`` whose value only feeds one later reduce into it: ``ufunc(s, x, out=d)``;
+* with cross-memory attach, lets a load of a peer's copy of its own data read the original
+  instead (the copy goes when nothing else reads it);
+  and a value computed in scratch only to be copied into the output is computed there;
 * places the values and lists this rank's program (:mod:`.program`).
 """
 
@@ -49,7 +52,8 @@ class _Op:
 
 
 class ShmPlan:
-    """Every rank's plan for one call, compiled for this rank and one element size.
+    """Every rank's plan for one call, compiled for this rank and one element size; ``cma``: peers read
+    each other's input and output in place (:mod:`.cma`), the window holds only scratch.
 
     Attributes:
         plan: this rank's plan; ``nbytes``: the window segment it needs; ``areas`` and ``sizes``:
@@ -58,17 +62,21 @@ class ShmPlan:
         the entries up to the first barrier (they touch only this rank's memory).
     """
 
-    def __init__(self, call: Call, plans: Sequence[Plan], itemsize: int, rank: int) -> None:
-        self.call, self.itemsize, self.rank, self.n = call, itemsize, rank, len(plans)
+    def __init__(self, call: Call, plans: Sequence[Plan], itemsize: int, rank: int, cma: bool = False) -> None:
+        self.call, self.itemsize, self.rank, self.n, self.cma = call, itemsize, rank, len(plans), cma
         self.plan = plans[rank]
         self._layout(plans)
         ops, nsteps = self._ops(plans)
         self._atomize(ops)
         hazard = self._hazards(ops, nsteps)
         defs = self._dataflow(ops)
+        if cma:
+            self._forward(ops, defs)
         self._fuse(ops, defs, hazard)
         self._fold(ops, defs)
-        self.program = build_program(rank, ops, defs, nsteps, hazard)
+        if cma:
+            self._sink(ops, defs)
+        self.program = build_program(rank, ops, defs, nsteps, hazard, cma)
         self.syncs = sum(1 for p in self.program if p[0] == SYNC)
         # what runs before the first barrier touches only this rank's memory; after it, peers' too
         self.cut = next((i + 1 for i, p in enumerate(self.program) if p[0] == SYNC), len(self.program))
@@ -88,7 +96,8 @@ class ShmPlan:
             for b, k in sizes.items():
                 self.sizes[(r, b)] = k
                 self.areas[(r, b)] = at
-                at += -(-k * self.itemsize // _ALIGN) * _ALIGN
+                if not self.cma or b is Buf.SCRATCH:       # with cma input and output stay in the user's buffers
+                    at += -(-k * self.itemsize // _ALIGN) * _ALIGN
             need = max(need, at)
         self.nbytes = need
 
@@ -217,6 +226,34 @@ class ShmPlan:
             defs[d]["final"] = True
         return defs
 
+    # -- forwarding (cma): a pull of a value the peer copied from its own data loads the original
+    def _forward(self, ops: list[_Op], defs: list[dict]) -> None:
+        """A pull lane whose value is a peer's plain copy ``d = s`` reads ``s`` when the peer writes ``s``'s
+        atom no more from the copy up to the pull's step (inclusive); a copy nothing reads then goes."""
+        last_step = {op.order: op.step for op in ops}
+        for op in ops:
+            if op.kind != "pull":
+                continue
+            for lane in op.lanes:
+                d = lane[3]
+                src = defs[d]["op"] if d is not None else None
+                if src is None or src.kind != "copy" or src.rank != lane[1][0]:
+                    continue
+                cl = next(l for l in src.lanes if l[5] == d)
+                if any(w > src.order and last_step[w] <= op.step for w in self.writes.get(cl[1], ())):
+                    continue
+                rd = defs[d]["readers"]
+                rd[:] = [x for x in rd if x[1] is not lane]
+                lane[1], lane[3] = cl[1], cl[3]
+                if cl[3] is not None:
+                    defs[cl[3]]["readers"].append((op, lane))
+                if not rd and not _kept(defs[d]):
+                    src.lanes = [l for l in src.lanes if l is not cl]
+                    if cl[3] is not None:
+                        srd = defs[cl[3]]["readers"]
+                        srd[:] = [x for x in srd if x[1] is not cl]
+                    defs[d]["dead"] = True
+
     # -- fusion: a pull that feeds one local op of its step is that op's operand -------------
     def _fuse(self, ops: list[_Op], defs: list[dict], hazard: set[int]) -> None:
         for op in ops:
@@ -266,6 +303,40 @@ class ShmPlan:
             op.lanes = keep
 
 
+    # -- sinking (cma): a value written to scratch only for one later copy into the output is written there
+    def _sink(self, ops: list[_Op], defs: list[dict]) -> None:
+        """A copy ``o = d`` of this rank whose source value ``d`` (in scratch) has no other reader goes, and
+        ``d``'s writer writes ``o`` instead, when nothing writes ``o`` in between and every read of ``o``'s
+        previous value comes in an earlier step than the writer (a peer's load of it cannot meet the write)."""
+        by_atom = defaultdict(list)
+        for i, d in enumerate(defs):
+            by_atom[d["atom"]].append(i)
+        for op in ops:
+            if op.kind != "copy" or op.rank != self.rank:
+                continue
+            keep = []
+            for cl in op.lanes:
+                d = cl[3]
+                info = defs[d] if d is not None else None
+                w = info and info["op"]
+                o = cl[0]
+                if w is None or w.kind == "pull" or info["atom"][1] is not Buf.SCRATCH or len(info["readers"]) != 1 \
+                        or o[1] is Buf.SCRATCH or any(w.order < x < op.order for x in self.writes.get(o, ())):
+                    keep.append(cl)
+                    continue
+                mine = by_atom[o]
+                prev = [j for j in mine[:mine.index(cl[5])] if defs[j]["op"] is None or defs[j]["op"].order < w.order]
+                if prev and any(rop.step >= w.step for rop, _ in defs[prev[-1]]["readers"]):
+                    keep.append(cl)
+                    continue
+                wl = next(l for l in w.lanes if l[5] == d)
+                wl[0], wl[5] = o, cl[5]
+                defs[cl[5]]["op"] = w
+                info["readers"], info["dead"] = [], True
+                self.writes[o].append(w.order)
+            op.lanes = keep
+
+
 def _kept(d: dict) -> bool:
     """A value the call leaves behind: the last one written to an atom of the output (or input);
     scratch is the plan's own, so its last values are not."""
@@ -291,9 +362,10 @@ def _offset_at(reg: Region, s: int) -> int:
     return reg.offset + q * (reg.stride or 0) + within
 
 
-def compile_shm(call: Call, plans: Sequence[Plan], itemsize: int, rank: int) -> ShmPlan:
+def compile_shm(call: Call, plans: Sequence[Plan], itemsize: int, rank: int, cma: bool = False) -> ShmPlan:
     """Compile every rank's plan for ``call`` (``plans[r]``: rank r's, from :func:`pyhccl.plan.build_plan`)
-    for ``rank`` and elements of ``itemsize`` bytes. Cached: the same plans compile once.
+    for ``rank`` and elements of ``itemsize`` bytes; ``cma``: for an engine whose ranks read each other's
+    buffers in place (:attr:`~.engine.ShmEngine.cma`). Cached: the same plans compile once.
 
     Raises:
         ValueError: not one plan per rank of ``call``, in rank order.
@@ -303,9 +375,9 @@ def compile_shm(call: Call, plans: Sequence[Plan], itemsize: int, rank: int) -> 
         raise ValueError(f"expecting every rank's plan, rank by rank ({call.nranks}), for the shared-memory engine, "
                          f"got the plans of ranks {[p.rank for p in plans]}; build them with "
                          f"[pyhccl.plan.build_plan(call, algo, r) for r in range(call.nranks)]")
-    return _compile(call, plans, itemsize, rank)
+    return _compile(call, plans, itemsize, rank, bool(cma))
 
 
 @lru_cache(maxsize=64)
-def _compile(call: Call, plans: tuple[Plan, ...], itemsize: int, rank: int) -> ShmPlan:
-    return ShmPlan(call, plans, itemsize, rank)
+def _compile(call: Call, plans: tuple[Plan, ...], itemsize: int, rank: int, cma: bool) -> ShmPlan:
+    return ShmPlan(call, plans, itemsize, rank, cma)

@@ -5,23 +5,37 @@ Each rank's data that a peer reads lives in that rank's segment of one window
 every segment as a numpy array. The window is allocated once per communicator and grown,
 never per call. :meth:`ShmEngine.alloc` gives memory in a window of its own that plans read in
 place. The engine is cached on its communicator under :data:`KEYVAL` (:func:`shm_engine`).
+
+With cross-memory attach (:mod:`.cma`; asked for with ``cma=True`` and kept only when
+:func:`.cma.probe` finds it works on every rank, :attr:`ShmEngine.cma`) a rank reads its peers'
+ordinary arrays in place: each rank publishes where its input and output are in its header
+every call and the window holds only the plans' scratch.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from ..timeout import wait_pending
+from . import cma as _cma
 
-__all__ = ["KEYVAL", "HEADER", "ShmEngine", "shm_engine", "adopt_engine", "release_engine", "NodeEngine",
-           "node_engine"]
+__all__ = ["KEYVAL", "HEADER", "CMA_MIN_BYTES", "ShmEngine", "shm_engine", "adopt_engine", "release_engine",
+           "NodeEngine", "node_engine"]
 
-#: Bytes at the start of a segment: where this call's input and output are (4 int64, padded to a cache line).
+#: Bytes at the start of a segment: where this call's input and output are (6 int64, padded to a cache line):
+#: input's allocation id and offset, output's allocation id and offset, input's and output's addresses.
 HEADER = 64
+#: Below this many bytes in a call's largest buffer the window path (copy-in, loads, copy-out, all in
+#: cache) beats cross-memory attach, whose every read pins the pages it reads (measured on the
+#: 2-core machine, MeshTwoShot at 2 ranks, time outside barriers: 1 MiB 100 us through the window
+#: against 167 us with CMA; 4 MiB 705-732 us against 546-632 us).
+CMA_MIN_BYTES = 2 << 20
 #: The MPI attribute under which a communicator keeps its engine (:func:`shm_engine`).
 KEYVAL = MPI.Comm.Create_keyval()
 #: The attribute under which a communicator over several nodes keeps its :class:`NodeEngine`.
@@ -38,12 +52,14 @@ class ShmEngine:
 
     Attributes:
         stalled: the node barrier a timeout left pending (the engine is unusable then), else None.
+        cma: whether ranks read each other's arrays with cross-memory attach (asked for with ``cma``
+        and found to work on every rank); ``pids``: every rank's process id then.
 
     Raises:
         ValueError: ranks of ``comm`` on more than one node (the window cannot span nodes).
     """
 
-    def __init__(self, comm: MPI.Intracomm) -> None:
+    def __init__(self, comm: MPI.Intracomm, cma: bool = False) -> None:
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         ok = node.Get_size() == comm.Get_size()
         if not comm.allreduce(ok, op=MPI.LAND):
@@ -58,11 +74,14 @@ class ShmEngine:
         self.generation = 0
         self.users = 1                    # communicators holding it (adopt_engine adds, release_engine drops)
         self.segments: list[np.ndarray] = []
-        self.heads: list[np.ndarray] = []   # per rank, its header: (input alloc, offset, output alloc, offset)
+        self.heads: list[np.ndarray] = []   # per rank, its header (HEADER): 6 int64
         self.heaps: dict[int, _Heap] = {}   # alloc() memory by id (ids never reused: a freed one never matches)
         self._heap_ids = itertools.count(1)
         self.stalled: MPI.Request | None = None
         self._stall_s = 0.0
+        self.cma = bool(comm.allreduce(bool(cma), op=MPI.LAND)) and _cma.probe(node)
+        self.pids: list[int] = node.allgather(os.getpid()) if self.cma else []
+        self._bounce: np.ndarray | None = None
 
     def reserve(self, nbytes: int, timeout: float | None = None) -> bool:
         """Make every segment at least ``nbytes`` (collective: every rank asks for the same).
@@ -84,10 +103,25 @@ class ShmEngine:
         for p in range(self.size):
             buf, _ = self.win.Shared_query(p)
             self.segments.append(np.frombuffer(buf, np.uint8, nbytes))
-        self.heads = [seg[:32].view(np.int64) for seg in self.segments]
+        self.heads = [seg[:48].view(np.int64) for seg in self.segments]
         self.nbytes = nbytes
         self.generation = next(_GENERATIONS)
         return True
+
+    def cma_for(self, call: Any, itemsize: int) -> bool:
+        """Whether ``call`` (a :class:`~pyhccl.core.call.Call`, the same on every rank) reads peers' arrays with
+        cross-memory attach on this engine: where it works and the largest buffer has CMA_MIN_BYTES or more."""
+        if not self.cma:
+            return False
+        big = max(max(call.input_count(r), call.output_count(r)) for r in range(call.nranks))
+        return big * itemsize >= CMA_MIN_BYTES
+
+    def bounce(self, nbytes: int) -> np.ndarray:
+        """``(2, nbytes)`` bytes of local memory the runners of this engine read peers' pieces into (one
+        call runs at a time on an engine, so they share it)."""
+        if self._bounce is None or self._bounce.shape[1] < nbytes:
+            self._bounce = np.empty((2, nbytes), np.uint8)
+        return self._bounce
 
     def sync(self, timeout: float | None = None) -> bool:
         """Make every rank's stores to the window visible to all: Win.Sync, node barrier, Win.Sync.
@@ -210,11 +244,12 @@ def node_engine(comm: MPI.Intracomm) -> NodeEngine:
     return ne
 
 
-def shm_engine(comm: MPI.Intracomm) -> ShmEngine:
-    """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then)."""
+def shm_engine(comm: MPI.Intracomm, cma: bool = False) -> ShmEngine:
+    """The engine cached on ``comm`` (an MPI attribute), created on first use (collective then; ``cma``:
+    read peers' arrays with cross-memory attach where it works, see :class:`ShmEngine`)."""
     eng = comm.Get_attr(KEYVAL)
     if eng is None:
-        eng = ShmEngine(comm)
+        eng = ShmEngine(comm, cma)
         comm.Set_attr(KEYVAL, eng)
     return eng
 

@@ -11,8 +11,13 @@ overwrites what a peer loads in that step. Consecutive ops on continuing locatio
 A program entry is ``(code, dst, a, b)``: :data:`COPY` ``dst = a``, :data:`UFUNC`
 ``dst = ufunc(a, b)``, :data:`SYNC` a node barrier (``dst`` then says where: ``(step,
 "before" | "within" | "after")``). A location is ``(USER, buf, offset, count)`` in this
-rank's own buffer, ``(WIN, buf, offset, count)`` in its window area, or ``(WIN, rank, buf,
-offset, count)`` in a peer's.
+rank's own buffer, ``(WIN, buf, offset, count)`` in its window area, ``(WIN, rank, buf,
+offset, count)`` in a peer's, or ``(PEER, rank, buf, offset, count)`` in a peer's own buffer.
+
+With ``cma`` (the peers' buffers readable in place, :mod:`.cma`) every value of the input and
+output lives in the user's buffer: no copy-in, no copy-out; a load from a peer's input or output
+reads the peer's buffer (PEER) and the window holds the scratch only. The barriers stay where
+they are: the hazards are worked out per atom, wherever it lives.
 """
 
 from __future__ import annotations
@@ -22,15 +27,19 @@ from typing import Any
 
 from ...plan.ir import Buf
 
-__all__ = ["COPY", "UFUNC", "SYNC", "BLOCK", "USER", "WIN", "build_program"]
+__all__ = ["COPY", "UFUNC", "SYNC", "BLOCK", "USER", "WIN", "PEER", "build_program"]
 
 COPY, UFUNC, SYNC, BLOCK = 0, 1, 2, 3
-USER, WIN = "u", "w"
+USER, WIN, PEER = "u", "w", "p"
 
 
-def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, hazard: set[int]) -> list[tuple]:
-    """This rank's program from every rank's ops (``_Op`` of :mod:`.compile`) and their values (defs)."""
+def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, hazard: set[int],
+                  cma: bool = False) -> list[tuple]:
+    """This rank's program from every rank's ops (``_Op`` of :mod:`.compile`) and their values (defs);
+    ``cma``: peers read this rank's input and output in place."""
     me = rank
+    if cma:                                              # every value of input and output at home
+        defs = [dict(d, cma=True) for d in defs]
     pulling = {op.step for op in ops if op.kind == "pull" and op.lanes}
     pulling |= {op.step for op in ops for l in op.lanes
                 if op.kind != "pull" and any(a is not None and a[0] != op.rank for a in l[1:3])}
@@ -51,7 +60,7 @@ def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, haza
         local = [op for op in by_step[t] if op.kind != "pull"]
         for group in (pulls, local):
             for op in group:
-                prog += _lanes(me, op, defs)
+                prog += _lanes(me, op, defs, cma)
             if group is pulls and t in hazard:
                 prog.append((SYNC, (t, "within"), None, None))
         synced = t in pulling
@@ -65,27 +74,32 @@ def _home(me: int, defs: list[dict], d: int | None, atom: tuple) -> str:
     always), else the user's buffer."""
     if atom[1] is Buf.SCRATCH or atom[0] != me:
         return WIN
-    if d is None:
+    if d is None or defs[d].get("cma"):
         return USER
     info = defs[d]
     return WIN if any(op.rank != atom[0] for op, _ in info["readers"]) else USER
 
 
-def _lanes(me: int, op: Any, defs: list[dict]) -> list[tuple]:
+def _lanes(me: int, op: Any, defs: list[dict], cma: bool) -> list[tuple]:
     """``op``'s program entries, one per lane, each followed by its copy-out when it writes a final output."""
     out = []
     for lane in op.lanes:
         dst = lane[0]
         hd = _home(me, defs, lane[5], dst)
-        a = (_home(me, defs, lane[3], lane[1]),) + lane[1][1:] if lane[1][0] == me else (WIN,) + lane[1]
-        b = None
-        if lane[2] is not None:
-            b = (_home(me, defs, lane[4], lane[2]),) + lane[2][1:] if lane[2][0] == me else (WIN,) + lane[2]
+        a = _source(me, defs, lane[3], lane[1], cma)
+        b = None if lane[2] is None else _source(me, defs, lane[4], lane[2], cma)
         code = COPY if b is None else UFUNC
         out.append((code, (hd,) + dst[1:], a, b))
         if defs[lane[5]]["final"] and dst[1] is Buf.OUTPUT and hd == WIN:      # copy-out, while hot
             out.append((COPY, (USER,) + dst[1:], (WIN,) + dst[1:], None))
     return out
+
+
+def _source(me: int, defs: list[dict], d: int | None, atom: tuple, cma: bool) -> tuple:
+    """Where an op reads value ``d`` of ``atom``: this rank's buffer or window area, or a peer's."""
+    if atom[0] == me:
+        return (_home(me, defs, d, atom),) + atom[1:]
+    return (PEER if cma and atom[1] is not Buf.SCRATCH else WIN,) + atom
 
 
 def _coalesce(prog: list[tuple]) -> list[tuple]:

@@ -1,0 +1,217 @@
+"""The shared-memory engine with cross-memory attach (peers' ordinary arrays read in place), under mpiexec.
+
+Every template of the engine's ops runs on an engine with ``cma=True`` against numpy (small
+integers: every order gives the same bits) and, with random floats, against the MPI runtime
+bit for bit; buffers that move, are freed and reallocated between calls are read afresh; a
+read refused on one rank makes every rank fall back; PYHCCL_CMA=0 keeps the window path.
+"""
+
+import ctypes
+import os
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from pyhccl import Communicator
+from pyhccl.core.call import OPS, Call
+from pyhccl.plan.api import NotRunnableError, build_plan, flat_names
+from pyhccl.run.mpi import compile_plan
+from pyhccl.run.shm import ShmEngine, ShmRunner, compile_shm
+from pyhccl.run.shm import cma
+
+pytestmark = pytest.mark.mpi
+
+COMM = MPI.COMM_WORLD
+RANK, N = COMM.Get_rank(), COMM.Get_size()
+_ENGINE = []
+
+
+def engine():
+    """One engine with cross-memory attach for the module (made on first use, collective)."""
+    if not _ENGINE:
+        _ENGINE.append(ShmEngine(COMM.Dup(), cma=True))
+    return _ENGINE[0]
+
+
+def buffers(call, x, fill=-99.0):
+    """``(inp, out)`` of this rank for ``call`` with input values ``x``."""
+    nout = call.output_count(RANK)
+    if call.in_place:
+        sh = call.in_place_offset(RANK)
+        out = np.full(max(nout, sh + len(x)), fill, x.dtype)
+        out[sh:sh + len(x)] = x
+        return out, out
+    return x.copy(), np.full(nout, fill, x.dtype)
+
+
+def ints(call, r):
+    return np.random.default_rng([r, call.count]).integers(-3, 4, call.input_count(r)).astype(np.float32)
+
+
+def run_cma(call, algo, x, eng=None):
+    eng = eng or engine()
+    plans = [build_plan(call, algo, r) for r in range(N)]
+    inp, out = buffers(call, x)
+    ShmRunner(compile_shm(call, plans, x.dtype.itemsize, RANK, eng.cma), eng).run(COMM, (inp, out, None), np.add)
+    return out
+
+
+def agree_ok(bad):
+    everyone = COMM.allgather(bad)
+    assert not any(everyone), [b for bs in everyone for b in bs][:6]
+
+
+@pytest.mark.skipif(N == 1, reason="a peer to read from")
+def test_probe_finds_cma_here():
+    """The machines this project runs on allow it (machine-facts.md); every rank agrees."""
+    eng = engine()
+    assert eng.cma and COMM.allgather(eng.cma) == [True] * N and len(eng.pids) == N
+
+
+@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"])
+def test_every_template_against_numpy(op):
+    spec, bad = OPS[op], []
+    for algo in flat_names(op):
+        for count in (0, 1, 7, 13, 30011):
+            for ip in ((False, True) if spec.in_place_ok else (False,)):
+                call = Call(op, N, count, root=0, in_place=ip)
+                try:
+                    got = run_cma(call, algo, ints(call, RANK))
+                except NotRunnableError:
+                    continue
+                want = spec.reference(call, [ints(call, r) for r in range(N)], np.add)[RANK]
+                if want is not None and not np.array_equal(got[:len(want)], want):
+                    bad.append(f"{op} {algo} {count} ip={ip}")
+    agree_ok(bad)
+
+
+@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter"])
+def test_bitwise_identical_to_the_mpi_runtime(op):
+    """Random floats: the order of every addition matters; the engine's must be the MPI runtime's."""
+    bad = []
+    for algo in flat_names(op):
+        for count, ip in ((1001, False), (300007, False), (300007, True)):
+            call = Call(op, N, count, in_place=ip)
+            x = np.random.default_rng([RANK, count]).standard_normal(call.input_count(RANK)).astype(np.float32)
+            try:
+                plan = build_plan(call, algo, RANK)
+            except NotRunnableError:
+                continue
+            got = run_cma(call, algo, x)
+            runner = compile_plan(plan, 4)
+            inp, out = buffers(call, x)
+            runner.run(COMM, (inp, out, np.empty(runner.scratch_count, np.float32)), np.add)
+            if not np.array_equal(got, out):
+                bad.append(f"{op} {algo} {count} ip={ip}")
+    agree_ok(bad)
+
+
+@pytest.mark.parametrize("op, algo", [("allreduce", "MeshTwoShot"), ("allreduce", "Ring"),
+                                      ("reduce_scatter", "Mesh"), ("all_gather", "NB")])
+def test_reads_of_several_pieces(op, algo):
+    """Peers' pieces over CMA_CHUNK_BYTES (1 MiB) are read and reduced piece by piece: bit for bit the MPI
+    runtime's result, in place and out of place."""
+    bad = []
+    for ip in (False, True):
+        call = Call(op, N, 1_000_003 if op == "allreduce" else 700_001, in_place=ip)
+        x = np.random.default_rng([RANK, 5]).standard_normal(call.input_count(RANK)).astype(np.float32)
+        got = run_cma(call, algo, x)
+        runner = compile_plan(build_plan(call, algo, RANK), 4)
+        inp, out = buffers(call, x)
+        runner.run(COMM, (inp, out, np.empty(runner.scratch_count, np.float32)), np.add)
+        if not np.array_equal(got, out):
+            bad.append(f"{op} {algo} ip={ip}")
+    agree_ok(bad)
+
+
+def test_moving_freed_and_reallocated_buffers_are_read_afresh():
+    """Addresses are published every call: a buffer freed and another allocated (maybe at the same address)
+    with other values, or one that moves on some ranks only, is never read stale."""
+    call = Call("allreduce", N, 50021)
+    plans = [build_plan(call, "MeshTwoShot", r) for r in range(N)]
+    runner = ShmRunner(compile_shm(call, plans, 8, RANK, True), engine())
+    keep = np.empty(50021)
+    for i in range(6):
+        vals = [np.full(50021, float(r + 10 * i)) for r in range(N)]
+        if i % 2 and RANK % 2:
+            x = keep
+            x[:] = vals[RANK]
+        else:
+            x = vals[RANK].copy()           # a fresh array: freed after the call, its address reused
+        out = np.empty(50021)
+        runner.run(COMM, (x, out, None), np.add)
+        assert np.array_equal(out, sum(vals[1:], vals[0])), i
+        del x, out
+
+
+def test_mixed_with_allocated_memory():
+    """Ranks whose arrays are alloc() memory are loaded from in place; the others' read with CMA."""
+    eng = engine()
+    xs = [ints(Call("allreduce", N, 1001), r) for r in range(N)]
+    mem = eng.alloc(1001 * 4).view(np.float32)
+    mine = mem if RANK % 2 == 0 else np.empty(1001, np.float32)
+    mine[:] = xs[RANK]
+    for algo in ("MeshTwoShot", "MeshOneShot", "Ring"):
+        out = run_cma(Call("allreduce", N, 1001), algo, mine)
+        assert np.array_equal(out, sum(xs[1:], xs[0])), algo
+    eng.release(mem)
+
+
+@pytest.mark.skipif(N == 1, reason="one rank reads no peer")
+def test_refused_read_on_one_rank_makes_every_rank_fall_back(monkeypatch):
+    """Rank 0's reads fail as under Yama's ptrace_scope: the probe says no on every rank, and the engine runs
+    the window path (copy-in, copy-out) with the same results."""
+    if RANK == 0:
+        def refuse(*args):
+            ctypes.set_errno(1)             # EPERM
+            return -1
+        monkeypatch.setattr(cma, "_READV", refuse)
+    comm = COMM.Dup()
+    eng = ShmEngine(comm, cma=True)
+    monkeypatch.undo()
+    try:
+        assert not eng.cma and COMM.allgather(eng.cma) == [False] * N
+        call = Call("allreduce", N, 10007)
+        got = run_cma(call, "MeshTwoShot", ints(call, RANK), eng)
+        assert np.array_equal(got, sum((ints(call, r) for r in range(N))))
+        with pytest.raises(ValueError, match="compile_shm.*cma=engine.cma"):
+            ShmRunner(compile_shm(call, [build_plan(call, "Ring", r) for r in range(N)], 4, RANK, True), eng)
+    finally:
+        eng.free()
+        comm.Free()
+
+
+def test_setting_turns_it_off(monkeypatch):
+    monkeypatch.setenv("PYHCCL_CMA", "0")
+    c = Communicator(COMM.Dup(), algo="MeshTwoShot@shm")
+    x = np.arange(4099, dtype=np.float64) + RANK
+    y = np.empty_like(x)
+    c.Allreduce(x, y)
+    assert not c.shm_engine().cma and np.array_equal(y, N * np.arange(4099.0) + N * (N - 1) / 2)
+    c.Free()
+    monkeypatch.setenv("PYHCCL_CMA", "maybe")
+    with pytest.raises(ValueError, match="PYHCCL_CMA"):
+        Communicator(COMM)
+
+
+def test_communicator_uses_it():
+    c = Communicator(COMM.Dup(), algo="NHR@shm")
+    for count in (70001, 600001):            # the window below CMA_MIN_BYTES, cross-memory attach above
+        x = np.arange(count, dtype=np.float32) % 7 + RANK
+        y = np.empty_like(x)
+        c.Allreduce(x, y)
+        want = sum(np.arange(count, dtype=np.float32) % 7 + r for r in range(N))
+        assert np.array_equal(y, want)
+    eng = c.shm_engine()
+    assert eng.cma == engine().cma
+    assert not eng.cma_for(Call("allreduce", N, 70001), 4) and eng.cma_for(Call("allreduce", N, 600001), 4) == eng.cma
+    c.Free()
+
+
+def test_a_failed_read_names_the_fallback():
+    dst = np.empty(4, np.float32)
+    with pytest.raises(OSError, match="PYHCCL_CMA=0"):
+        cma.reader(cma.Remote(os.getpid(), 8, 4, 4), dst)()          # address 8: never mapped
+    with pytest.raises(ValueError, match="contiguous destination of 16 bytes"):
+        cma.reader(cma.Remote(os.getpid(), 8, 4, 4), np.empty(8, np.float32)[::2])
