@@ -1,0 +1,226 @@
+"""Nonblocking and persistent collectives: the same parse -> agree -> plan as the blocking call, run by a request.
+
+``Iallreduce(...)`` parses and checks its arguments, agrees on the algorithm (the first call of a
+shape, as the blocking call does) and compiles the plan exactly like ``Allreduce(...)``; instead of
+running the plan it returns a :class:`pyhccl.comm.requests.Request` whose progress runs it step by
+step. ``Allreduce_init(...)`` does all of that once and returns a :class:`pyhccl.comm.requests.Prequest`
+that replays the plan, with its arrays and scratch bound, at every ``Start``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from mpi4py import MPI
+from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
+
+from ..algo.names import AlgoRef
+from ..run.mpi import CompiledPlan
+from ..run.progress import Progress
+from ..run.timeout import CollectiveTimeoutError
+from ..tune.file import NATIVE
+from .check import abort
+from .job import Env, job_key
+from .parsers import PARSERS
+from .requests import AVAILABLE, start
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher
+
+__all__ = ["Starter", "NonblockingMethods"]
+
+#: Tags of nonblocking runs (one per start, cycling) and of persistent requests (one per request, cycling):
+#: apart from each other and from the blocking calls' (``pyhccl.run.transport.TAG``); MPI's tag bound is >= 32767.
+NB_TAGS, PERSISTENT_TAGS, TAG_CYCLE = 0x5000, 0x6000, 0x1000
+
+
+def _fresh(dtype: np.dtype, count: int) -> np.ndarray:
+    return np.empty(count, dtype)
+
+
+class Starter:
+    """Starts one Dispatcher's nonblocking and persistent collectives.
+
+    Staging space and scratch are the request's own (fresh arrays, not the dispatcher's pools), so
+    requests outstanding together never share memory; each start gets its own tag.
+    """
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.d = dispatcher
+        env = dispatcher.env
+        self.env = Env(env.rank, env.size, _fresh, env.allgather)
+        self.starts = itertools.count()
+        self.inits = itertools.count()
+        self.mpi_plans: dict[tuple, CompiledPlan] = {}
+
+    def start(self, method: str, args: tuple, persistent: bool) -> MPI.Request:
+        """The request of ``method`` (a blocking method's name) on ``args``: started, or persistent and inactive."""
+        d = self.d
+        native = f"{method}_init" if persistent else f"I{method[0].lower()}{method[1:]}"
+        if not AVAILABLE:
+            return d.fallback(native, "this MPI has no MPIX_Grequest_start (MPICH's extended generalized "
+                                      "requests), which pyhccl's requests need", args)
+        env = self.env
+        refused = env.refused
+        refused.clear()
+        try:
+            job = d._parse_checked(method, args, env) if d.check else PARSERS[method](env, *args)
+            if isinstance(job, str):
+                return d.fallback(native, job, args)
+            if job.call.data_count == 0 and job.call.op != "barrier":
+                if refused:
+                    raise refused[0]
+                return getattr(d.comm, native)(*args)               # nothing to move: MPI's empty request
+            plan = d._compiled(job, refused)
+            ref, sel = d.agreed[job_key(job)]
+            if refused:                 # the others run the call: so does this rank, then it raises (as blocking)
+                if plan is not None:
+                    d._execute(job, plan)
+                raise ValueError(f"rank {env.rank} refused {native}: {refused[0]} (the other ranks finished "
+                                 "the call)") from refused[0]
+            if plan is None and sel is not None and sel.algorithm == NATIVE:
+                return getattr(d.comm, native)(*args)               # the measured profile chose native MPI
+            if plan is None:
+                return d.fallback(native, "no pyhccl algorithm runs it", args)
+            if job.device is not None:
+                return d.fallback(native, "device arrays: pyhccl's requests run host arrays", args)
+            if persistent and job.inp.size and not _holds(args, job.inp):
+                return d.fallback(native, "this form copies its input at each call (an in-place or read-only "
+                                          "form HCCL has no plan for)", args)
+            runner = plan if isinstance(plan, CompiledPlan) else self._over_mpi(job, ref)
+            tag = (PERSISTENT_TAGS + next(self.inits) % TAG_CYCLE) if persistent else \
+                (NB_TAGS + next(self.starts) % TAG_CYCLE)
+            bufs = (job.inp, job.out, np.empty(runner.scratch_count, job.dtype))
+            progress = Progress(runner, d.pcomm, bufs, job.ufunc, tag, d.timeout)
+            return start(progress, str(AlgoRef(ref.name)) if runner is not plan else str(ref), sel,
+                         self._failed, persistent)
+        except CollectiveTimeoutError as e:
+            if d.abort_on_timeout:
+                abort(d.comm, env.rank, e, depth=2)
+            raise
+
+    def _over_mpi(self, job: Any, ref: AlgoRef) -> CompiledPlan:
+        """The algorithm of an ``@shm`` agreement on the MPI runtime: the window engine runs a call to its end."""
+        key = (job.call, job.dtype.str, ref.name)
+        plan = self.mpi_plans.get(key)
+        if plan is None:
+            plan = self.mpi_plans[key] = self.d.planner.build(job, AlgoRef(ref.name))
+        return plan
+
+    def _failed(self, e: BaseException) -> None:
+        """A run's progress raised (inside a test or wait): a timeout aborts the job when asked to."""
+        if isinstance(e, CollectiveTimeoutError) and self.d.abort_on_timeout:
+            abort(self.d.comm, self.env.rank, e, depth=0)
+
+
+def _holds(args: tuple, arr: np.ndarray) -> bool:
+    """Whether ``arr`` lies in memory of one of the user's arguments (not in a copy the parser made)."""
+    for a in args:
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if x is None or x is MPI.IN_PLACE or isinstance(x, (int, MPI.Op, MPI.Datatype)):
+                continue
+            try:
+                if np.may_share_memory(np.asarray(x), arr):
+                    return True
+            except (TypeError, ValueError, BufferError):
+                continue
+    return False
+
+
+class NonblockingMethods:
+    """mpi4py's nonblocking (``I*``) and persistent (``*_init``) collectives of the ops pyhccl runs.
+
+    Each returns an ``MPI.Request`` (persistent: ``MPI.Prequest``) that MPI's own ``Wait``/``Test``/
+    ``Waitall``/``Testall``/``Waitany``/``Testany`` take in lists with any other request; see
+    docs/communicator.md "Nonblocking and persistent collectives".
+    """
+
+    _dispatch: Dispatcher
+
+    def Iallreduce(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec, op: MPI.Op = MPI.SUM) -> MPI.Request:
+        return self._dispatch.start("Allreduce", sendbuf, recvbuf, op)
+
+    def Ireduce(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec | None, op: MPI.Op = MPI.SUM,
+                root: int = 0) -> MPI.Request:
+        return self._dispatch.start("Reduce", sendbuf, recvbuf, op, root)
+
+    def Ibcast(self, buf: BufSpec, root: int = 0) -> MPI.Request:
+        return self._dispatch.start("Bcast", buf, root)
+
+    def Iallgather(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecB) -> MPI.Request:
+        return self._dispatch.start("Allgather", sendbuf, recvbuf)
+
+    def Iallgatherv(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecV) -> MPI.Request:
+        return self._dispatch.start("Allgatherv", sendbuf, recvbuf)
+
+    def Igather(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecB | None, root: int = 0) -> MPI.Request:
+        return self._dispatch.start("Gather", sendbuf, recvbuf, root)
+
+    def Iscatter(self, sendbuf: BufSpecB | None, recvbuf: BufSpec | InPlace, root: int = 0) -> MPI.Request:
+        return self._dispatch.start("Scatter", sendbuf, recvbuf, root)
+
+    def Ireduce_scatter_block(self, sendbuf: BufSpecB | InPlace, recvbuf: BufSpec | BufSpecB,
+                              op: MPI.Op = MPI.SUM) -> MPI.Request:
+        return self._dispatch.start("Reduce_scatter_block", sendbuf, recvbuf, op)
+
+    def Ireduce_scatter(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec, recvcounts: Sequence[int] | None = None,
+                        op: MPI.Op = MPI.SUM) -> MPI.Request:
+        return self._dispatch.start("Reduce_scatter", sendbuf, recvbuf, recvcounts, op)
+
+    def Ialltoall(self, sendbuf: BufSpecB | InPlace, recvbuf: BufSpecB) -> MPI.Request:
+        return self._dispatch.start("Alltoall", sendbuf, recvbuf)
+
+    def Ialltoallv(self, sendbuf: BufSpecV | InPlace, recvbuf: BufSpecV) -> MPI.Request:
+        return self._dispatch.start("Alltoallv", sendbuf, recvbuf)
+
+    def Ibarrier(self) -> MPI.Request:
+        return self._dispatch.start("Barrier")
+
+    def Allreduce_init(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec, op: MPI.Op = MPI.SUM,
+                       info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Allreduce", sendbuf, recvbuf, op)
+
+    def Reduce_init(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec | None, op: MPI.Op = MPI.SUM, root: int = 0,
+                    info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Reduce", sendbuf, recvbuf, op, root)
+
+    def Bcast_init(self, buf: BufSpec, root: int = 0, info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Bcast", buf, root)
+
+    def Allgather_init(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecB,
+                       info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Allgather", sendbuf, recvbuf)
+
+    def Allgatherv_init(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecV,
+                        info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Allgatherv", sendbuf, recvbuf)
+
+    def Gather_init(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpecB | None, root: int = 0,
+                    info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Gather", sendbuf, recvbuf, root)
+
+    def Scatter_init(self, sendbuf: BufSpecB | None, recvbuf: BufSpec | InPlace, root: int = 0,
+                     info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Scatter", sendbuf, recvbuf, root)
+
+    def Reduce_scatter_block_init(self, sendbuf: BufSpecB | InPlace, recvbuf: BufSpec | BufSpecB,
+                                  op: MPI.Op = MPI.SUM, info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Reduce_scatter_block", sendbuf, recvbuf, op)
+
+    def Reduce_scatter_init(self, sendbuf: BufSpec | InPlace, recvbuf: BufSpec,
+                            recvcounts: Sequence[int] | None = None, op: MPI.Op = MPI.SUM,
+                            info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Reduce_scatter", sendbuf, recvbuf, recvcounts, op)
+
+    def Alltoall_init(self, sendbuf: BufSpecB | InPlace, recvbuf: BufSpecB,
+                      info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Alltoall", sendbuf, recvbuf)
+
+    def Alltoallv_init(self, sendbuf: BufSpecV | InPlace, recvbuf: BufSpecV,
+                       info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Alltoallv", sendbuf, recvbuf)
+
+    def Barrier_init(self, info: MPI.Info = MPI.INFO_NULL) -> MPI.Prequest:
+        return self._dispatch.init("Barrier")
