@@ -75,18 +75,19 @@ class Starter:
                 return getattr(d.comm, native)(*args)               # nothing to move: MPI's empty request
             plan = d._compiled(job, refused)
             ref, sel = d.agreed[job_key(job)]
-            if refused:                 # the others run the call: so does this rank, then it raises (as blocking)
-                if plan is not None:
-                    d._execute(job, plan)
-                raise ValueError(f"rank {env.rank} refused {native}: {refused[0]} (the other ranks finished "
-                                 "the call)") from refused[0]
+            copies = False
+            if persistent:              # init is collective: a refusal anywhere fails every rank's init
+                copies = _agree_init(env, native, refused, plan is not None and job.device is None
+                                     and job.inp.size > 0 and not _holds(args, job.inp))
+            elif plan is None and refused:
+                raise refused[0]
             if plan is None and sel is not None and sel.algorithm == NATIVE:
                 return getattr(d.comm, native)(*args)               # the measured profile chose native MPI
             if plan is None:
                 return d.fallback(native, "no pyhccl algorithm runs it", args)
             if job.device is not None:
                 return d.fallback(native, "device arrays: pyhccl's requests run host arrays", args)
-            if persistent and job.inp.size and not _holds(args, job.inp):
+            if copies:
                 return d.fallback(native, "this form copies its input at each call (an in-place or read-only "
                                           "form HCCL has no plan for)", args)
             runner = plan if isinstance(plan, CompiledPlan) else self._over_mpi(job, ref)
@@ -94,6 +95,10 @@ class Starter:
                 (NB_TAGS + next(self.starts) % TAG_CYCLE)
             bufs = (job.inp, job.out, np.empty(runner.scratch_count, job.dtype))
             progress = Progress(runner, d.pcomm, bufs, job.ufunc, tag, d.timeout)
+            if refused:                 # the others run the call: so does this rank, then it raises (as blocking)
+                progress.wait()
+                raise ValueError(f"rank {env.rank} refused {native}: {refused[0]} (the other ranks finished "
+                                 "the call)") from refused[0]
             return start(progress, str(AlgoRef(ref.name)) if runner is not plan else str(ref), sel,
                          self._failed, persistent)
         except CollectiveTimeoutError as e:
@@ -113,6 +118,18 @@ class Starter:
         """A run's progress raised (inside a test or wait): a timeout aborts the job when asked to."""
         if isinstance(e, CollectiveTimeoutError) and self.d.abort_on_timeout:
             abort(self.d.comm, self.env.rank, e, depth=0)
+
+
+def _agree_init(env: Env, method: str, refused: list, copies: bool) -> bool:
+    """A persistent init's one allgather: any rank's refusal makes every rank raise (no request is made);
+    returns whether some rank's form copies its input at each call (then every rank hands the init to MPI)."""
+    mine = (str(refused[0]) if refused else "", copies)
+    every = env.allgather(mine)
+    bad = [(r, e) for r, (e, _) in enumerate(every) if e]
+    if bad:
+        text = "; ".join(f"rank {r}: {e}" for r, e in bad)
+        raise ValueError(f"{method}: {text} (every rank raises this; no request was made)")
+    return any(c for _, c in every)
 
 
 def _holds(args: tuple, arr: np.ndarray) -> bool:

@@ -56,7 +56,7 @@ def _advance(run: _Run) -> int:
     if not run.handle:
         return MPI.ERR_OTHER if run.error is not None else 0
     try:
-        done = run.progress.advance()
+        done = run.error is not None or run.progress.advance()
     except BaseException as e:      # noqa: BLE001 - nothing may unwind through MPI's C frames
         run.error = e
         done = True
@@ -69,22 +69,33 @@ def _advance(run: _Run) -> int:
     return 0
 
 
+def _finish(run: _Run) -> int:
+    """Run ``run`` to its end, blocking in MPI's wait for each step; complete its MPI request. Returns as :func:`_advance`."""
+    try:
+        run.progress.wait()
+    except BaseException as e:      # noqa: BLE001 - nothing may unwind through MPI's C frames
+        run.error = e
+    return _advance(run)
+
+
 def _wait(count: int, states: int, timeout: float, status: int) -> int:
-    """MPI's blocking wait of ``count`` of pyhccl's requests: poll each until it completes."""
+    """MPI's blocking wait of ``count`` of pyhccl's requests: run each to its end."""
     arr = ctypes.cast(states, ctypes.POINTER(ctypes.c_void_p))
     rc = 0
     for i in range(count):
         run = _live.get(arr[i])
-        while run is not None and run.handle:
-            rc = _poll(arr[i], status) or rc
+        if run is not None:
+            rc = _finish(run) or rc
     return rc
 
 
 def _query(state: int, status: int) -> int:
-    """The status of a completed request: no elements, not cancelled (MPI leaves a collective's status undefined)."""
+    """The status of a completed request: no elements, not cancelled (MPI leaves a collective's status
+    undefined); ``MPI.ERR_OTHER`` when its progress raised, which the completing MPI call then reports."""
     _lib.MPI_Status_set_elements_x(ctypes.c_void_p(status), _HANDLE(MPI.BYTE.handle), ctypes.c_longlong(0))
     _lib.MPI_Status_set_cancelled(ctypes.c_void_p(status), 0)
-    return 0
+    run = _live.get(state)
+    return MPI.ERR_OTHER if run is not None and run.error is not None else 0
 
 
 def _free(state: int) -> int:
@@ -146,11 +157,10 @@ class _Waits:
 
     def Wait(self, status: MPI.Status | None = None) -> bool:
         run = self._run
-        while run.handle:
-            _advance(run)
+        if run.handle:
+            _finish(run)
         if run.error is not None:
-            super().Wait()                              # type: ignore[misc]  # MPI frees the request
-            raise run.error
+            self._fail(run)
         return super().Wait(status)                     # type: ignore[misc]
 
     def Test(self, status: MPI.Status | None = None) -> bool:
@@ -160,9 +170,16 @@ class _Waits:
             if run.handle:
                 return False
         if run.error is not None:
-            super().Wait()                              # type: ignore[misc]
-            raise run.error
+            self._fail(run)
         return super().Test(status)                     # type: ignore[misc]
+
+    def _fail(self, run: _Run) -> None:
+        """Let MPI free the failed request (it reports ``MPI.ERR_OTHER``), then raise what the progress raised."""
+        try:
+            super().Wait()                              # type: ignore[misc]
+        except MPI.Exception:
+            pass
+        raise run.error
 
 
 class Request(_Waits, MPI.Request):
@@ -190,6 +207,11 @@ class Prequest(_Waits, MPI.Prequest):
             raise ValueError("Start: the request is active; wait for (or test until) its completion first")
         run.progress.restart()
         _arm(self, run)
+
+    def Free(self) -> None:
+        """Free the request: an inactive one at once (MPI's rule for persistent requests), an active one once it completes."""
+        if self._run.handle:
+            super().Free()
 
     @classmethod
     def Startall(cls, requests: list[MPI.Prequest]) -> None:

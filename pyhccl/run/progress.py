@@ -19,6 +19,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .mpi import CompiledPlan, apply_local
+from .timeout import wait_pending
 from .transport import host_view
 
 __all__ = ["Progress"]
@@ -79,6 +80,21 @@ class Progress:
             self.reqs = None
         self.done = True
         return True
+
+    def wait(self) -> None:
+        """Run to the end, blocking in MPI's wait for each step's messages (MPI's own waiting policy:
+        ``MPIR_CVAR_ENABLE_HEAVY_YIELD`` and the like apply), against the deadline with a ``timeout``.
+
+        Raises:
+            CollectiveTimeoutError: with a ``timeout``, a step still in flight ``timeout`` s after it was posted.
+        """
+        while not self.advance():
+            if self.timeout is None:
+                MPI.Request.Waitall(self.reqs)
+            else:
+                left = self.timeout - (time.monotonic() - self.posted)
+                if left > 0:
+                    wait_pending(self.reqs, left)
 
     def _post(self, msgs: list[tuple], packs: list) -> list[MPI.Request]:
         """Pack the step's strided sends, then post its messages."""
