@@ -60,7 +60,7 @@ class Starter:
         d = self.d
         native = f"{method}_init" if persistent else f"I{method[0].lower()}{method[1:]}"
         if not AVAILABLE:
-            return d.fallback(native, "this MPI has no MPIX_Grequest_start (MPICH's extended generalized "
+            return d.fallback(native, "this MPI has no MPIX_Grequest_class_create (MPICH's extended generalized "
                                       "requests), which pyhccl's requests need", args)
         env = self.env
         refused = env.refused

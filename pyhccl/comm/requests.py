@@ -1,14 +1,14 @@
 """Requests of pyhccl's nonblocking and persistent collectives: mpi4py requests MPI itself can wait on.
 
 A pyhccl request is an :class:`mpi4py.MPI.Request` (a persistent one an :class:`mpi4py.MPI.Prequest`)
-whose handle is an MPICH *extended generalized request* (``MPIX_Grequest_start``, the mechanism
+whose handle is an MPICH *extended generalized request* (``MPIX_Grequest_class_allocate``, the mechanism
 ROMIO's nonblocking I/O uses): MPI calls its poll function whenever the request is tested or waited
 on, alone or in a list with MPI's own requests (``MPI.Request.Waitall``, ``Testall``, ``Waitany``,
 ``Testany``, ``Waitsome``, ...). The poll function advances the plan (:class:`pyhccl.run.progress.Progress`)
 and completes the request when its last step has. So progress happens when the request is started
 and every time it is tested or waited on, and at no other time.
 
-MPICH only: where ``MPIX_Grequest_start`` is missing (another MPI), :data:`AVAILABLE` is False and
+MPICH only: where ``MPIX_Grequest_class_create`` is missing (another MPI), :data:`AVAILABLE` is False and
 the Communicator hands its nonblocking and persistent calls to the wrapped communicator.
 """
 
@@ -62,7 +62,7 @@ def _advance(run: _Run) -> int:
         done = True
     if done:
         handle, run.handle = run.handle, 0
-        _lib.MPI_Grequest_complete(_HANDLE(handle))
+        _complete(handle)
         if run.error is not None:
             run.on_error(run.error)
             return MPI.ERR_OTHER
@@ -92,8 +92,8 @@ def _wait(count: int, states: int, timeout: float, status: int) -> int:
 def _query(state: int, status: int) -> int:
     """The status of a completed request: no elements, not cancelled (MPI leaves a collective's status
     undefined); ``MPI.ERR_OTHER`` when its progress raised, which the completing MPI call then reports."""
-    _lib.MPI_Status_set_elements_x(ctypes.c_void_p(status), _HANDLE(MPI.BYTE.handle), ctypes.c_longlong(0))
-    _lib.MPI_Status_set_cancelled(ctypes.c_void_p(status), 0)
+    _set_elements(status, _BYTE, 0)
+    _set_cancelled(status, 0)
     run = _live.get(state)
     return MPI.ERR_OTHER if run is not None and run.error is not None else 0
 
@@ -122,29 +122,40 @@ def _handle_offset() -> int:
     return at if ok else -1
 
 
+_BYTE = MPI.BYTE.handle
 try:
     _lib = ctypes.CDLL(MPI.__file__)        # dlsym searches the extension's dependencies: the MPI library
-    _start = _lib.MPIX_Grequest_start
+    _class_create = _lib.MPIX_Grequest_class_create
+    _complete = _lib.MPI_Grequest_complete
+    _set_elements, _set_cancelled = _lib.MPI_Status_set_elements_x, _lib.MPI_Status_set_cancelled
+    _allocate = _lib.MPIX_Grequest_class_allocate
+    _allocate.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_HANDLE)]
+    _complete.argtypes = [_HANDLE]
+    _set_elements.argtypes = [ctypes.c_void_p, _HANDLE, ctypes.c_longlong]
+    _set_cancelled.argtypes = [ctypes.c_void_p, ctypes.c_int]
     _AT = _handle_offset()
 except (OSError, AttributeError):
     _AT = -1
-#: pyhccl can give MPI requests that run its plans (MPICH's ``MPIX_Grequest_start``).
+#: pyhccl can give MPI requests that run its plans (MPICH's ``MPIX_Grequest_class_create``).
 AVAILABLE = _AT >= 0
 _CALLBACKS = (_QUERY(_query), _FREE(_free), _CANCEL(_cancel), _QUERY(_poll), _WAIT(_wait))
+_CLASS = ctypes.c_int()
+if AVAILABLE and _class_create(*_CALLBACKS, ctypes.byref(_CLASS)):       # one class: each start allocates
+    AVAILABLE = False
 
 
 def _arm(req: MPI.Request, run: _Run) -> None:
     """Give ``req`` a fresh generalized request driving ``run``, and post what can be posted."""
     state = next(_ids)
     handle = _HANDLE()
-    err = _start(*_CALLBACKS, ctypes.c_void_p(state), ctypes.byref(handle))
+    err = _allocate(_CLASS.value, state, ctypes.byref(handle))
     if err:
         raise MPI.Exception(err)
     run.handle = handle.value
     run.error = None
     _live[state] = run
-    ctypes.memmove(id(req) + _AT, ctypes.byref(handle), ctypes.sizeof(_HANDLE))
-    req.Test()                      # the first step's messages go out now
+    _HANDLE.from_address(id(req) + _AT).value = handle.value
+    _advance(run)                   # the first step's messages go out now
 
 
 class _Waits:
