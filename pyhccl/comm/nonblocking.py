@@ -34,6 +34,8 @@ __all__ = ["Starter", "NonblockingMethods"]
 #: Tags of nonblocking runs (one per start, cycling) and of persistent requests (one per request, cycling):
 #: apart from each other and from the blocking calls' (``pyhccl.run.transport.TAG``); MPI's tag bound is >= 32767.
 NB_TAGS, PERSISTENT_TAGS, TAG_CYCLE = 0x5000, 0x6000, 0x1000
+#: MPI-runtime builds of ``@shm`` algorithms kept for nonblocking calls.
+MPI_PLANS_KEPT = 64
 
 
 def _fresh(dtype: np.dtype, count: int) -> np.ndarray:
@@ -111,6 +113,8 @@ class Starter:
         key = (job.call, job.dtype.str, ref.name)
         plan = self.mpi_plans.get(key)
         if plan is None:
+            if len(self.mpi_plans) >= MPI_PLANS_KEPT:
+                del self.mpi_plans[next(iter(self.mpi_plans))]        # the oldest goes first
             plan = self.mpi_plans[key] = self.d.planner.build(job, AlgoRef(ref.name))
         return plan
 

@@ -255,3 +255,15 @@ def test_timeout_raises_from_wait_not_hang():
     else:
         WORLD.Ibarrier().Wait()
     WORLD.Barrier()
+
+
+def test_shm_algorithm_runs_on_the_mpi_runtime():
+    c = pyhccl.Communicator(WORLD, algo="MeshTwoShot@shm")
+    try:
+        x, y = ints(100), np.empty(100)
+        req = c.Iallreduce(x, y)
+        req.Wait()
+        assert req.algorithm == "MeshTwoShot" and c.fallbacks == 0
+        assert np.array_equal(y, sum(ints(100, r) for r in range(N)))
+    finally:
+        c.release()
