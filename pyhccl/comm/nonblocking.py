@@ -25,6 +25,7 @@ from .check import abort
 from .job import Env, job_key
 from .parsers import PARSERS
 from .requests import AVAILABLE, start
+from .warm import WarmCache
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
@@ -56,6 +57,8 @@ class Starter:
         self.starts = itertools.count()
         self.inits = itertools.count()
         self.mpi_plans: dict[tuple, CompiledPlan] = {}
+        self.warm = WarmCache()         # nonblocking calls made again with the same objects: straight to the plan
+        self.names: dict[tuple, str] = {}
 
     def start(self, method: str, args: tuple, persistent: bool) -> MPI.Request:
         """The request of ``method`` (a blocking method's name) on ``args``: started, or persistent and inactive."""
@@ -64,6 +67,10 @@ class Starter:
         if not AVAILABLE:
             return d.fallback(native, "this MPI has no MPIX_Grequest_class_create (MPICH's extended generalized "
                                       "requests), which pyhccl's requests need", args)
+        hit = None if persistent or d.check else self.warm.lookup(method, args)
+        if hit is not None:
+            d.last_selection = hit.selection
+            return self._run(hit.plan, hit.job, self.names[hit.key], hit.selection, False)
         env = self.env
         refused = env.refused
         refused.clear()
@@ -93,20 +100,37 @@ class Starter:
                 return d.fallback(native, "this form copies its input at each call (an in-place or read-only "
                                           "form HCCL has no plan for)", args)
             runner = plan if isinstance(plan, CompiledPlan) else self._over_mpi(job, ref)
-            tag = (PERSISTENT_TAGS + next(self.inits) % TAG_CYCLE) if persistent else \
-                (NB_TAGS + next(self.starts) % TAG_CYCLE)
-            bufs = (job.inp, job.out, np.empty(runner.scratch_count, job.dtype))
-            progress = Progress(runner, d.pcomm, bufs, job.ufunc, tag, d.timeout)
+            name = str(AlgoRef(ref.name)) if runner is not plan else str(ref)
             if refused:                 # the others run the call: so does this rank, then it raises (as blocking)
-                progress.wait()
+                self._progress(runner, job, False).wait()
                 raise ValueError(f"rank {env.rank} refused {native}: {refused[0]} (the other ranks finished "
                                  "the call)") from refused[0]
-            return start(progress, str(AlgoRef(ref.name)) if runner is not plan else str(ref), sel,
-                         self._failed, persistent)
+            if not persistent:
+                self._remember(method, args, job, runner, sel, name)
+            return self._run(runner, job, name, sel, persistent)
         except CollectiveTimeoutError as e:
             if d.abort_on_timeout:
                 abort(d.comm, env.rank, e, depth=2)
             raise
+
+    def _progress(self, runner: CompiledPlan, job: Any, persistent: bool) -> Progress:
+        """A run of ``runner`` on the job's arrays with scratch of its own and the next tag."""
+        tag = (PERSISTENT_TAGS + next(self.inits) % TAG_CYCLE) if persistent else \
+            (NB_TAGS + next(self.starts) % TAG_CYCLE)
+        bufs = (job.inp, job.out, np.empty(runner.scratch_count, job.dtype))
+        return Progress(runner, self.d.pcomm, bufs, job.ufunc, tag, self.d.timeout)
+
+    def _run(self, runner: CompiledPlan, job: Any, name: str, sel: Any, persistent: bool) -> MPI.Request:
+        return start(self._progress(runner, job, persistent), name, sel, self._failed, persistent)
+
+    def _remember(self, method: str, args: tuple, job: Any, runner: CompiledPlan, sel: Any, name: str) -> None:
+        """Remember a started call for the warm path (:class:`pyhccl.comm.warm.WarmCache`: same rules as blocking)."""
+        self.warm.remember(method, args, job, runner, sel, None)
+        key = (method, *map(id, args))
+        if key in self.warm.entries:
+            self.names[key] = name
+            if len(self.names) > 2 * len(self.warm.entries):
+                self.names = {k: v for k, v in self.names.items() if k in self.warm.entries}
 
     def _over_mpi(self, job: Any, ref: AlgoRef) -> CompiledPlan:
         """The algorithm of an ``@shm`` agreement on the MPI runtime: the window engine runs a call to its end."""

@@ -267,3 +267,15 @@ def test_shm_algorithm_runs_on_the_mpi_runtime():
         assert np.array_equal(y, sum(ints(100, r) for r in range(N)))
     finally:
         c.release()
+
+
+def test_repeated_calls_with_the_same_arrays_take_new_data(comm):
+    x, y = np.empty(30), np.empty(30)
+    for it in range(4):                             # the second call on is warm: no parse, same plan
+        x[:] = ints(30, seed=it)
+        req = comm.Iallreduce(x, y)
+        MPI.Request.Waitall([req])
+        assert np.array_equal(y, sum(ints(30, r, seed=it) for r in range(N))), it
+    y.flags.writeable = False                       # read-only since: the full path refuses it
+    with pytest.raises(ValueError, match="expecting a writable recvbuf"):
+        comm.Iallreduce(x, y)
