@@ -26,18 +26,21 @@ from ..tune.profile import measured_profile
 from .agree import Planner, parse_algo
 from .dispatch import Dispatcher
 from .placed import Placed
+from .nonblocking import NonblockingMethods
 from .warm import WarmCall
 
 __all__ = ["Communicator"]
 
 
-class Communicator:
+class Communicator(NonblockingMethods):
     """pyhccl's communicator: mpi4py's methods, HCCL's algorithms.
 
     Allreduce, Reduce, Bcast, Allgather, Allgatherv, Gather, Scatter, Reduce_scatter_block,
     Reduce_scatter (uneven ``recvcounts`` run HCCL's ReduceScatterV), Alltoall, Alltoallv and
-    Barrier run pyhccl's plans, with mpi4py's names, signatures and buffer forms. Everything
-    else (Scan, Exscan, the non-blocking ``I*`` methods, Gatherv, Scatterv, Alltoallw, the
+    Barrier run pyhccl's plans, with mpi4py's names, signatures and buffer forms; so do their
+    nonblocking (``Iallreduce``, ...) and persistent (``Allreduce_init``, ...) forms, whose requests
+    MPI's Wait/Test/Waitall/... take mixed with its own (:class:`NonblockingMethods`). Everything
+    else (Scan, Exscan, Gatherv, Scatterv, Alltoallw, the
     lower-case pickle methods, neighbourhood collectives, point-to-point, ...) is the wrapped
     communicator's, forwarded unchanged; so are calls pyhccl cannot run (derived datatypes,
     user-defined or logical ops, unsupported dtypes, non-contiguous buffers), counted in

@@ -21,6 +21,7 @@ from .agree import Agreed, Planner
 from .buffers import SUPPORTED_DTYPES, SUPPORTED_OPS
 from .check import CheckError, Checker, abort
 from .job import Env, Job, job_key, shared_shape
+from .nonblocking import Starter
 from .parsers import PARSERS
 from .placed import Placed
 from .warm import WarmCache
@@ -72,6 +73,7 @@ class Dispatcher:
         self.checker = Checker(gcomm, comm.Get_rank(), check, timeout)
         gather = gcomm.allgather if not (check or timeout) else self.checker.allgather
         self.env = Env(comm.Get_rank(), comm.Get_size(), self.stage.get, gather)
+        self.starter = Starter(self)
 
     def run(self, method: str, *args: Any) -> None:
         """Run ``method`` (a Communicator method's name) on its mpi4py arguments."""
@@ -90,6 +92,14 @@ class Dispatcher:
                 abort(self.comm, self.env.rank, e, depth=1)
             raise
         return None
+
+    def start(self, method: str, *args: Any) -> MPI.Request:
+        """Start ``method`` (a blocking method's name) as a nonblocking collective; its request."""
+        return self.starter.start(method, args, False)
+
+    def init(self, method: str, *args: Any) -> MPI.Prequest:
+        """``method`` as a persistent collective (plan compiled and arrays bound now); its inactive request."""
+        return self.starter.start(method, args, True)
 
     def _full(self, method: str, args: tuple) -> None:
         """Parse -> (check) -> Call -> algorithm -> plan -> run; remembers the call for the warm path."""
@@ -137,12 +147,12 @@ class Dispatcher:
         if finish is not None:
             finish()                    # staged blocks back to the user's order (pyhccl.comm.placed)
 
-    def _parse_checked(self, method: str, args: tuple) -> Job | str:
+    def _parse_checked(self, method: str, args: tuple, env: Env | None = None) -> Job | str:
         """The parser under the check: an argument error on some ranks fails every rank, not a hang."""
         checker = self.checker
         checker.begin(method)
         try:
-            job = PARSERS[method](self.env, *args)
+            job = PARSERS[method](env or self.env, *args)
         except (CollectiveTimeoutError, CheckError):
             raise
         except Exception as e:
@@ -183,12 +193,12 @@ class Dispatcher:
             self.plans.move_to_end(pkey)
         return compiled
 
-    def fallback(self, method: str, reason: str, args: tuple) -> None:
-        """Hand the call to the wrapped communicator, counted in ``fallbacks``."""
+    def fallback(self, method: str, reason: str, args: tuple) -> Any:
+        """Hand the call to the wrapped communicator, counted in ``fallbacks``; returns what it returns."""
         self.fallbacks += 1
         log.debug("pyhccl: %s goes to the wrapped communicator: %s", method, reason)
         try:
-            getattr(self.comm, method)(*args)
+            return getattr(self.comm, method)(*args)
         except Exception as e:
             e.add_note(f"pyhccl handed {method} to the wrapped MPI communicator: {reason}. pyhccl runs "
                        f"{', '.join(SUPPORTED_OPS)} on contiguous buffers of predefined numeric datatypes "

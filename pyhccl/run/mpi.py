@@ -24,7 +24,7 @@ from ..plan.ir import Kind, Plan, Region
 from .timeout import CollectiveTimeoutError, pending_of
 from .transport import BUF_INDEX, HOST, TAG, DeviceTransport, HostTransport
 
-__all__ = ["CompiledPlan", "compile_plan"]
+__all__ = ["CompiledPlan", "compile_plan", "apply_local"]
 
 
 class CompiledPlan:
@@ -118,27 +118,17 @@ class CompiledPlan:
                     reqs = [isend(m, peer, TAG) if send else irecv(m, peer, TAG)
                             for (send, peer, *_), m in zip(msgs, mem)]
                 if not wait(reqs):
-                    raise self._stalled(comm, msgs, reqs, t.timeout)
+                    raise self.stalled(comm, msgs, reqs, t.timeout)
                 if land is not None:
                     land(raw, msgs, mem)
                 for r, at in unpacks:
                     copyto(view(bufs, r), scratch[at:at + r.size].reshape(r.repeat, r.count))
-            for is_reduce, dst, src in local:
-                d = bufs[dst[0]][dst[1]:dst[2]] if type(dst) is tuple else view(bufs, dst)
-                v = bufs[src[0]][src[1]:src[2]] if type(src) is tuple else view(bufs, src)
-                if d.shape != v.shape:      # same elements, one side strided
-                    if d.ndim == 1:
-                        d = d.reshape(v.shape)
-                    else:
-                        v = v.reshape(d.shape)
-                if is_reduce:
-                    ufunc(d, v, out=d)
-                else:
-                    copyto(d, v)
+            if local:
+                apply_local(bufs, local, ufunc, view, copyto)
         if finish is not None:
             finish()
 
-    def _stalled(self, comm: MPI.Intracomm, msgs: list[tuple], reqs: list[MPI.Request],
+    def stalled(self, comm: MPI.Intracomm, msgs: list[tuple], reqs: list[MPI.Request],
                  timeout: float) -> CollectiveTimeoutError:
         """The error for the step of ``msgs``; pending receives are cancelled so no late message lands in the buffers."""
         i = next(k for k, s in enumerate(self.steps) if s[0] is msgs)
@@ -160,6 +150,22 @@ class CompiledPlan:
             f"rank {comm.Get_rank()} waited {timeout:g} s (PYHCCL_TIMEOUT) in step {i} (of steps 0..{nsteps - 1}) of {op} "
             f"algorithm {algo} (count {self.plan.info('count', '?')}, {self.itemsize}-byte elements); still pending: "
             + "; ".join(parts), algorithm=algo, step=i, pending=parts)
+
+
+def apply_local(bufs: tuple, local: list, ufunc: Callable | None, view: Callable, copyto: Callable) -> None:
+    """A step's local ops (``(is_reduce, dst, src)``, see :class:`CompiledPlan`) on ``bufs``."""
+    for is_reduce, dst, src in local:
+        d = bufs[dst[0]][dst[1]:dst[2]] if type(dst) is tuple else view(bufs, dst)
+        v = bufs[src[0]][src[1]:src[2]] if type(src) is tuple else view(bufs, src)
+        if d.shape != v.shape:      # same elements, one side strided
+            if d.ndim == 1:
+                d = d.reshape(v.shape)
+            else:
+                v = v.reshape(d.shape)
+        if is_reduce:
+            ufunc(d, v, out=d)
+        else:
+            copyto(d, v)
 
 
 def _local_ref(r: Region) -> tuple[int, int, int] | Region:

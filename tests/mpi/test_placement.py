@@ -296,3 +296,30 @@ def test_split_keeps_its_nodes(monkeypatch):
     c.Allreduce(data(ME, count=5), out)
     assert agree(np.allclose(out, sum(data(PLACE[r], count=5) for r in members), rtol=1e-4, atol=1e-4))
     c.Free()
+
+
+def test_nonblocking_forms(comm):
+    """Requests under any placement: rank-renaming ops run pyhccl's plan; ops whose blocks would be staged
+    go to the wrapped communicator on every rank alike (a request does not stage around its run)."""
+    count = COUNTS[0]
+    mine = data(ME, count=count)
+    total = sum(data(h, count=count) for h in range(SIZE))
+    before = comm.fallbacks
+    out, buf, gat = np.empty(count, DT), np.empty(count, DT), np.empty(SIZE * count, DT)
+    root = ORDER[-1]
+    if RANK == root:
+        buf[:] = data(99, count=count)
+    reqs = [comm.Iallreduce(mine, out), comm.Ibcast(buf, root=root), comm.Iallgather(mine, gat)]
+    MPI.Request.Waitall(reqs)
+    assert agree(np.allclose(out, total, rtol=1e-4, atol=1e-4))
+    assert agree(np.array_equal(buf, data(99, count=count)))
+    assert agree(np.array_equal(gat, np.concatenate([data(PLACE[r], count=count) for r in range(SIZE)])))
+    staged = 0 if comm.topology.identity else 1
+    assert agree(comm.fallbacks - before == staged)
+    p = comm.Allreduce_init(mine, out)
+    for _ in range(2):
+        out[:] = np.nan
+        p.Start()
+        p.Wait()
+        assert agree(np.allclose(out, total, rtol=1e-4, atol=1e-4))
+    p.Free()
