@@ -35,6 +35,8 @@ def rank_keys(n: int, seed: int) -> np.ndarray:
 def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``concatenate([arange(a, b) for a, b in zip(lo, hi)])`` and, per element, the index of its range."""
     n = np.maximum(hi - lo, 0)
+    if len(n) and (n == 1).all():
+        return lo, np.arange(len(lo))
     owner = np.repeat(np.arange(len(lo)), n)
     if not len(owner):
         return owner.astype(np.int64), owner
@@ -174,15 +176,27 @@ class Grid:
         """
         kb, move, k = side.pieces()
         ke = kb + side.cnt[move]
-        lo, hi = np.searchsorted(self.keys, kb), np.searchsorted(self.keys, ke)
-        last = len(self.keys) - 1
-        miss = (self.keys[np.minimum(lo, last)] != kb) | (self.keys[np.minimum(hi, last)] != ke)
-        if miss.any():
-            self.refine(np.concatenate([kb[miss], ke[miss]]))
-            lo, hi = np.searchsorted(self.keys, kb), np.searchsorted(self.keys, ke)
+        lo, hi = self._ends(kb, ke)
+        if hi is None:
+            lo, hi = self._ends(kb, ke)
         idx, piece = ranges(lo, hi)
         m = move[piece]
         return idx, m, k[piece] * side.cnt[m] + self.keys[idx] - kb[piece]
+
+    def _ends(self, kb: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """First and one-past-last atom of each piece ``[kb, ke)``; ``(_, None)`` after cutting at missing ends."""
+        keys, last = self.keys, len(self.keys) - 1
+        lo = np.searchsorted(keys, kb)
+        hi = np.minimum(lo + 1, last)
+        one = keys[hi] == ke                # most pieces are one atom: no second search for them
+        if not one.all():
+            hi = hi.copy()
+            hi[~one] = np.searchsorted(keys, ke[~one])
+        miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != ke)
+        if miss.any():
+            self.refine(np.concatenate([kb[miss], ke[miss]]))
+            return lo, None
+        return lo, hi
 
     def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Aligned atoms of both sides of a set of moves (equal sizes): ``(atoms of a, atoms of b, move)``.
