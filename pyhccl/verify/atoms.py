@@ -125,6 +125,26 @@ class Moves:
         return self.key[move] + q * self.stride[move] + (u - q * c)
 
 
+_BLOCK = 8192
+
+
+def search(keys: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(keys, needles)``, block by block within each block's window of ``keys``.
+
+    The needles of a step come nearly sorted (rank by rank); one binary search over tens of
+    millions of keys misses the cache at every level, a search within a block's window does not.
+    """
+    if len(needles) < 8 * _BLOCK:
+        return np.searchsorted(keys, needles)
+    starts = np.arange(0, len(needles), _BLOCK)
+    lo = np.searchsorted(keys, np.minimum.reduceat(needles, starts))
+    hi = np.searchsorted(keys, np.maximum.reduceat(needles, starts), side="right")
+    out = np.empty(len(needles), np.int64)
+    for a, w0, w1 in zip(starts.tolist(), lo.tolist(), hi.tolist()):
+        out[a:a + _BLOCK] = w0 + np.searchsorted(keys[w0:w1], needles[a:a + _BLOCK])
+    return out
+
+
 def unique(a: np.ndarray) -> np.ndarray:
     """``np.unique`` by sorting (numpy's hash-based unique is slower on tens of millions of int64 keys)."""
     a = np.sort(a)
@@ -186,12 +206,12 @@ class Grid:
     def _ends(self, kb: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """First and one-past-last atom of each piece ``[kb, ke)``; ``(_, None)`` after cutting at missing ends."""
         keys, last = self.keys, len(self.keys) - 1
-        lo = np.searchsorted(keys, kb)
+        lo = search(keys, kb)
         hi = np.minimum(lo + 1, last)
         one = keys[hi] == ke                # most pieces are one atom: no second search for them
         if not one.all():
             hi = hi.copy()
-            hi[~one] = np.searchsorted(keys, ke[~one])
+            hi[~one] = search(keys, ke[~one])
         miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != ke)
         if miss.any():
             self.refine(np.concatenate([kb[miss], ke[miss]]))

@@ -276,6 +276,8 @@ def _describe(f, verbose: bool) -> str:
         what = f"counts={c.counts} displs={c.displs}"
     elif c.matrix is not None:
         what = f"matrix={c.matrix}"
+    elif c.items is not None:
+        what = f"items={c.items}"
     else:
         what = f"count={c.count}" + (f" root={c.root}" if c.spec.rooted else "") + (" in place" if c.in_place else "")
     if len(what) > 200 and not verbose:
