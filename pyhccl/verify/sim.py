@@ -205,16 +205,17 @@ class _Sim:
         else:
             s = d = m = np.empty(0, np.int64)
         red = (ops.kind[rows] == REDUCE)[m]
-        flags = [  # per atom, in the order the checks report them
-            (g.card[s] == 0, lambda a: f"reads {a.src}, which holds no data yet (read before write)"),
-            (red & (g.card[d] == 0), lambda a: f"reads {a.dst}, which holds no data yet (read before write)"),
-            (red & (g.origin[d] != g.origin[s]), lambda a: f"'{a}' reduces elements of different origin indices"),
+        flags = [  # per atom, in the order the checks report them; a message takes the action and its move
+            (g.card[s] == 0, lambda a, j: f"reads {a.src}, which holds no data yet (read before write)"),
+            (red & (g.card[d] == 0), lambda a, j: f"reads {a.dst}, which holds no data yet (read before write)"),
+            (red & (g.origin[d] != g.origin[s]), lambda a, j: f"'{a}' reduces elements of different origin indices"),
         ]
         if self.use_mask:
             both = np.where(red, g.mask[d] & g.mask[s], 0)
-            flags.append((both != 0, lambda a: self._twice(a, both, m)))
+            flags.append((both != 0, lambda a, j: f"'{a}' counts the contribution of ranks "
+                                                  f"{_ranks(np.bitwise_or.reduce(both[m == j]))} twice"))
         flags.append((red & (g.card[d] + g.card[s] > self.n),
-                      lambda a: f"'{a}' gives more than {self.n} contributions: some counted twice"))
+                      lambda a, j: f"'{a}' gives more than {self.n} contributions: some counted twice"))
         first, what = None, None
         for flag, text in flags:
             if flag.any():
@@ -225,8 +226,7 @@ class _Sim:
             raise self.fail(*static)
         if first is not None:
             row = rows[first]
-            self.current = first
-            raise self.fail(int(ops.rank[row]), what(ops.actions[row]))
+            raise self.fail(int(ops.rank[row]), what(ops.actions[row], first))
         for f in g.values():
             f[d[~red]] = f[s[~red]]
         dd, sr = d[red], s[red]
@@ -235,10 +235,6 @@ class _Sim:
         if self.use_mask:
             g.mask[dd] |= g.mask[sr]
         g.writer[d] = self.step
-
-    def _twice(self, a, both: np.ndarray, m: np.ndarray) -> str:
-        dup = int(np.bitwise_or.reduce(both[m == self.current]))
-        return f"'{a}' counts the contribution of ranks {_ranks(dup)} twice"
 
     # -- the postcondition ----------------------------------------------------------------
     def _contribs(self) -> tuple:
