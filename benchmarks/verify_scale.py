@@ -136,9 +136,14 @@ def sweep(fraction: float, seed: int) -> None:
     for i, o in enumerate(run_tasks(picked, 1)):
         calls += o.ran
         failed += o.statuses["failed"]
-        if (i + 1) % 20 == 0:
-            print(f"#   {i + 1}/{len(picked)} sampled tasks, {time.perf_counter() - w0:.0f} s", file=sys.stderr,
+        for f in o.failures:
+            print(f"#   FAILED {f.op} {f.algorithm} on {f.topo}: {f.error.splitlines()[0][:160]}", file=sys.stderr,
                   flush=True)
+        if (i + 1) % 5 == 0:
+            so_far = (time.process_time() - c0) / ((i + 1) / len(tasks)) / 2
+            print(f"#   {i + 1}/{len(picked)} sampled tasks, {time.perf_counter() - w0:.0f} s wall, "
+                  f"{time.process_time() - c0:.0f} s cpu; so far the whole sweep extrapolates to {so_far / 60:.1f} min "
+                  f"with -j 2", file=sys.stderr, flush=True)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     est = cpu / (len(picked) / len(tasks)) / 2
     print(f"{'verify all --ranks 1-128 + default shapes':<44} {len(picked)} of {len(tasks)} tasks ({calls} calls, "
