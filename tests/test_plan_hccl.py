@@ -43,7 +43,8 @@ def test_every_registered_name_simulates(op, spec):
 def test_every_collective_template_class_maps_to_a_pyhccl_template():
     for reg in registry.registrations():
         if executor_kind(reg.executor) == "p2p":
-            assert "point-to-point" in not_runnable_reason(reg.name)
+            reason = not_runnable_reason(reg.name)      # BatchSendRecv's template-free executor runs (templates/p2p.py)
+            assert reason is None if reg.name == "AicpuBatchSendRecvSoleMesh" else "point-to-point" in reason
             continue
         for level in reg.levels:
             for t in level:

@@ -23,6 +23,7 @@ reduce_scatt_v sum(counts) at displs          counts[r] reduced              no
 alltoall       n*c, block j for rank j        n*c, block j from rank j       no
 alltoallv      row r of the matrix            column r of the matrix         no
 barrier        1 token                        1 token, touched by all ranks  no
+batch_send_rcv its send items, packed          its receive items, packed      no (core/p2p.py)
 ============== ============================== ============================== =====================
 """
 
@@ -33,6 +34,8 @@ from itertools import accumulate
 from typing import Callable, Sequence
 
 import numpy as np
+
+from .p2p import Items, check_items, layout, sendrecv_items
 
 __all__ = ["Call", "Contrib", "OpSpec", "OPS", "get_opspec", "canonical_op", "hccl_op", "make_call", "HCCL_OPS"]
 
@@ -79,6 +82,7 @@ class Call:
     sdispls: tuple[tuple[int, ...], ...] | None = None
     rdispls: tuple[tuple[int, ...], ...] | None = None
     in_place: bool = False
+    items: Items | None = None      # batch_send_recv: per rank (kind, peer, count); default SendRecv by count
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", canonical_op(self.op))
@@ -113,6 +117,9 @@ class Call:
             for r in range(n):
                 _check_disjoint(f"sdispls[{r}]", self.sdispls[r], m[r])
                 _check_disjoint(f"rdispls[{r}]", self.rdispls[r], [m[i][r] for i in range(n)])
+        if spec.vector == "items":
+            items = sendrecv_items(n, self.count) if self.items is None else self.items
+            object.__setattr__(self, "items", check_items(items, n))
         if self.in_place and not spec.in_place_ok:
             raise ValueError(f"{self.op} has no in-place form here")
         if self.op == "broadcast" and not self.in_place:
@@ -143,6 +150,8 @@ class Call:
             return max(self.counts, default=0)
         if self.matrix is not None:
             return max((max(r, default=0) for r in self.matrix), default=0)
+        if self.items is not None:
+            return max((c for row in self.items for _, _, c in row), default=0)
         return self.count
 
     def hccl_nbytes(self, itemsize: int) -> int:
@@ -303,6 +312,12 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
          post=lambda c, r: [Contrib(c.rdispls[r][i], c.matrix[i][r], _one(i), c.sdispls[i][r] - c.rdispls[r][i])
                             for i in range(c.nranks) if c.matrix[i][r]],
          ref=_a2av_ref),
+    _row("batch_send_recv", "BatchSendRecv", vector="items",
+         inp=lambda c, r: sum(x for _, x, _ in layout(c.items)[r][0]),
+         out=lambda c, r: sum(x for _, x, _, _ in layout(c.items)[r][1]), busbw=lambda n: 1.0,
+         post=lambda c, r: [Contrib(o, x, _one(p), so - o) for o, x, p, so in layout(c.items)[r][1] if x],
+         ref=lambda c, xs, uf: [np.concatenate([xs[p][so:so + x] for _, x, p, so in layout(c.items)[r][1]]
+                                               + [xs[r][:0]]) for r in range(len(xs))]),
     _row("barrier", "Barrier", reduces=True, replicated=True,
          inp=lambda c, r: 1, out=lambda c, r: 1, busbw=lambda n: 0.0,
          post=lambda c, r: [Contrib(0, 1, _all(c.nranks), 0)],
@@ -315,7 +330,8 @@ HCCL_OPS["AllToAllVC"] = "alltoallv"
 
 _ALIASES = {"reducescatter": "reduce_scatter", "allgather": "all_gather", "bcast": "broadcast",
             "allgatherv": "all_gather_v", "reducescatterv": "reduce_scatter_v", "reduce_scatter_block": "reduce_scatter",
-            "all_to_all": "alltoall", "all_to_allv": "alltoallv", "alltoallvc": "alltoallv"}
+            "all_to_all": "alltoall", "all_to_allv": "alltoallv", "alltoallvc": "alltoallv",
+            "batchsendrecv": "batch_send_recv", "sendrecv": "batch_send_recv"}
 
 
 def canonical_op(name: str) -> str:
@@ -352,11 +368,12 @@ def hccl_op(name: str) -> str:
 
 def make_call(op: str, nranks: int, *, count: int = 0, root: int | None = None, counts: Sequence[int] | None = None,
               displs: Sequence[int] | None = None, send_count_matrix: Sequence[Sequence[int]] | None = None,
-              in_place: bool = False) -> Call:
+              in_place: bool = False, items=None) -> Call:
     """The :class:`Call` for HCCL's arguments, checked against what ``op`` takes.
 
     A V op without ``counts`` (AllToAllV without ``send_count_matrix``) gets ``count`` for every
-    rank (every pair).
+    rank (every pair); BatchSendRecv without ``items`` is SendRecv of ``count`` to the next rank
+    (:func:`~pyhccl.core.p2p.sendrecv_items`).
 
     Raises:
         ValueError: an argument the op does not take, or a bad value (from :class:`Call`).
@@ -373,7 +390,11 @@ def make_call(op: str, nranks: int, *, count: int = 0, root: int | None = None, 
     if spec.vector == "counts":
         counts = (count,) * nranks if counts is None else counts
         return Call(op, nranks, counts=tuple(counts), displs=None if displs is None else tuple(displs))
+    if items is not None and spec.vector != "items":
+        raise ValueError(f"expecting items only for BatchSendRecv, got them for {spec.hccl}")
     if spec.vector == "matrix":
         m = tuple((count,) * nranks for _ in range(nranks)) if send_count_matrix is None else send_count_matrix
         return Call(op, nranks, matrix=tuple(tuple(row) for row in m))
+    if spec.vector == "items":
+        return Call(op, nranks, count, items=items, in_place=in_place)
     return Call(op, nranks, count, root=root or 0, in_place=in_place)

@@ -22,6 +22,7 @@ from .executors import LayoutError, Levels
 from .ir import Buf, Region, Step
 from .slices import Slices
 from .sole import TABLES, data_window, op_steps
+from .templates.p2p import batch_send_recv
 
 __all__ = ["NotRunnableError", "Form", "template_form", "executor_kind", "build_registered", "not_runnable_reason"]
 
@@ -93,6 +94,8 @@ def not_runnable_reason(name: str) -> str | None:
 
 def _check(reg: Registration) -> list[list[Form]]:
     kind = executor_kind(reg.executor)
+    if reg.op == "BatchSendRecv" and not reg.levels:
+        return []               # InsV2BatchSendRecvExecutor: no template, the pair-wise schedule (templates/p2p.py)
     if kind == "p2p" or HCCL_OPS.get(reg.op) is None:
         raise NotRunnableError(f"{reg.name} is point-to-point ({reg.op}); mpi4py's Send/Recv on the wrapped "
                                f"communicator carry it")
@@ -147,6 +150,8 @@ def build_registered(call: Call, reg: Registration, rank: int, groups: Sequence[
     forms = _check(reg)
     if HCCL_OPS[reg.op] != call.op:
         raise NotRunnableError(f"{reg.name} is an {reg.op} algorithm, not {call.spec.hccl}")
+    if not forms:
+        return batch_send_recv(call, rank)
     kind = executor_kind(reg.executor)
     n = call.nranks
     everyone = tuple(range(n))

@@ -15,7 +15,7 @@ from ..core.call import Call
 from .executors import copy_step
 from .ir import Buf, Region, Step, copy
 from .slices import Slices, VSlices
-from .templates import A2A, AG, AR, BARRIER, BCAST, GATHER, REDUCE, RS, SCATTER
+from .templates import A2A, AG, AR, BARRIER, BCAST, GATHER, P2P, REDUCE, RS, SCATTER
 
 __all__ = ["ROLE_OF_OP", "TABLES", "op_steps", "data_window"]
 
@@ -23,18 +23,18 @@ __all__ = ["ROLE_OF_OP", "TABLES", "op_steps", "data_window"]
 ROLE_OF_OP = {
     "allreduce": "AR", "reduce": "REDUCE", "broadcast": "BCAST", "all_gather": "AG", "gather": "GATHER",
     "scatter": "SCATTER", "reduce_scatter": "RS", "all_gather_v": "AG", "reduce_scatter_v": "RS",
-    "alltoall": "A2A", "alltoallv": "A2A", "barrier": "BARRIER",
+    "alltoall": "A2A", "alltoallv": "A2A", "barrier": "BARRIER", "batch_send_recv": "P2P",
 }
 #: Role name -> template table.
 TABLES: dict[str, dict[str, Callable]] = {
     "AR": AR, "RS": RS, "AG": AG, "SCATTER": SCATTER, "GATHER": GATHER, "BCAST": BCAST, "REDUCE": REDUCE,
-    "A2A": A2A, "BARRIER": BARRIER,
+    "A2A": A2A, "BARRIER": BARRIER, "P2P": P2P,
 }
 
 
 def data_window(call: Call) -> int:
     """The per-rank block length a window ``[lo, hi)`` cuts (see :func:`op_steps`)."""
-    if call.op in ("all_gather_v", "reduce_scatter_v", "alltoallv"):
+    if call.op in ("all_gather_v", "reduce_scatter_v", "alltoallv", "batch_send_recv"):
         return 0               # V ops run whole: their blocks differ in size
     return 1 if call.op == "barrier" else call.count
 
@@ -64,6 +64,8 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
     IN, OUT, SCR = Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH
     w = hi - lo
     steps: list[Step] = []
+    if op == "batch_send_recv":
+        return template(call, rank)
     if op in ("allreduce", "reduce", "barrier"):
         data = Region(OUT, lo, w)
         if not call.in_place and copies:

@@ -86,7 +86,8 @@ def hccl_op_name(op: str) -> str | None:
 
 def make_call(op: str, nranks: int, *, count: int | None = None, root: int | None = None,
               counts: Sequence[int] | None = None, displs: Sequence[int] | None = None,
-              send_count_matrix: Sequence[Sequence[int]] | None = None, in_place: bool = False) -> Call:
+              send_count_matrix: Sequence[Sequence[int]] | None = None, in_place: bool = False,
+              items: Sequence[Sequence[tuple[str, int, int]]] | None = None) -> Call:
     """:func:`pyhccl.core.call.make_call` with verify()'s defaults: :data:`DEFAULT_COUNT`, uneven V counts.
 
     Raises:
@@ -98,14 +99,15 @@ def make_call(op: str, nranks: int, *, count: int | None = None, root: int | Non
     if count is None and vector == "matrix" and send_count_matrix is None:
         send_count_matrix = uneven_matrix(nranks, canonical_op(op))
     return core_make_call(op, nranks, count=DEFAULT_COUNT if count is None else count, root=root, counts=counts,
-                          displs=displs, send_count_matrix=send_count_matrix, in_place=in_place)
+                          displs=displs, send_count_matrix=send_count_matrix, in_place=in_place, items=items)
 
 
 def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32", reduce_op: str | None = None,
            root: int | None = None, algo: str | None = None, expansion_mode: str | None = None,
            counts: Sequence[int] | None = None, displs: Sequence[int] | None = None,
            send_count_matrix: Sequence[Sequence[int]] | None = None, in_place: bool = False,
-           device: str = "950", timeout: float | None = None) -> VerifyResult:
+           items: Sequence[Sequence[tuple[str, int, int]]] | None = None, device: str = "950",
+           timeout: float | None = None) -> VerifyResult:
     """Verify one collective call on an emulated machine in the simulator.
 
     Args:
@@ -126,6 +128,9 @@ def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32",
         expansion_mode: HCCL_OP_EXPANSION_MODE for the selection ("AI_CPU", "AIV", "CCU_MS", ...).
         counts, displs: AllGatherV / ReduceScatterV per-rank counts and offsets.
         send_count_matrix: AllToAllV(C): ``[i][j]`` elements from rank i to rank j.
+        items: BatchSendRecv: per rank a list of ``("send" | "recv", peer, count)`` (a pair may
+            repeat; :func:`~pyhccl.core.p2p.pair_items` gives a Send/Recv pair); default: SendRecv,
+            every rank sends ``count`` to the next rank and receives it from the previous one.
         in_place: the in-place form (HCCL's sendBuf == recvBuf).
         device: the emulated device for the selection ("950", "960", "910_93").
         timeout: give up after this many seconds with status "failed" (None: no limit).
@@ -139,7 +144,7 @@ def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32",
     """
     m = machine(topo)
     call = make_call(op, m.nranks, count=count, root=root, counts=counts, displs=displs,
-                     send_count_matrix=send_count_matrix, in_place=in_place)
+                     send_count_matrix=send_count_matrix, in_place=in_place, items=items)
     if algo is not None:
         algo = resolve_name(call.op, algo)
     return check(call, algo, m, dtype=dtype, reduce_op=reduce_op or "sum", expansion_mode=expansion_mode,

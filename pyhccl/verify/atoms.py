@@ -1,20 +1,29 @@
-"""The simulator's symbolic buffers: a buffer cut into atoms at the boundaries the plans use.
+"""The simulator's data: every rank's plan as flat arrays, and one atom grid over every buffer of every rank.
 
-An atom's value is (number of contributions, sum of per-rank random keys, bit set of ranks
-when N <= 64, origin index), so that a count of ten billion costs what a count of ten does
-(:mod:`pyhccl.verify.sim` runs the plans over them).
+Buffer ``b`` of rank ``r`` (in 0, out 1, scr 2) is ``bid = 3 r + b``; element ``x`` of it has the
+key ``bid * span + x``, so that one sorted array of keys (the grid) cuts every buffer of every
+rank into atoms at once, and a region of any rank is found with one ``searchsorted``.
+:class:`Grid` refines the atoms where a move (a matched send and receive, a local reduce or
+copy) reads and writes atoms of different widths, so that the simulator
+(:mod:`pyhccl.verify.sim`) moves values atom by atom with numpy indexing, every rank at once.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable
+from typing import Sequence
 
 import numpy as np
 
-from ..plan.ir import Region
+from ..plan.ir import Buf, Kind, Plan
 
-__all__ = ["AtomBuffer", "rank_keys"]
+__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "unique", "Grid"]
+
+BUF_NAMES = ("in", "out", "scr")
+_BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2}
+SEND, RECV, REDUCE, COPY = range(4)
+_KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
+_NONE = (-1, 0, 0, 1, 0)
 
 
 @lru_cache(maxsize=8)
@@ -23,78 +32,205 @@ def rank_keys(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(1, 2**62, size=n, dtype=np.int64) | np.int64(1)
 
 
-class AtomBuffer:
-    """One buffer of one rank: its atoms and a value per atom.
+def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``concatenate([arange(a, b) for a, b in zip(lo, hi)])`` and, per element, the index of its range."""
+    n = np.maximum(hi - lo, 0)
+    if len(n) and (n == 1).all():
+        return lo, np.arange(len(lo))
+    owner = np.repeat(np.arange(len(lo)), n)
+    if not len(owner):
+        return owner.astype(np.int64), owner
+    starts = np.cumsum(n) - n
+    return lo[owner] + (np.arange(len(owner)) - starts[owner]), owner
 
-    ``val[0, atom]`` packs four int64 fields: number of contributions, sum of rank keys
-    (wrapping), bit set of ranks (N <= 64), input index its first element came from. Each rank
-    has its own atom grid: a grid shared by all ranks would tie together regions of different
-    ranks that merely share offsets, and uneven slices would then split it element by element.
+
+class PlanArrays:
+    """Every action of every plan, one row each, ordered by (step, rank, transfers before locals, index).
+
+    Columns: ``step, rank, local (0/1), index, kind, peer``, and per side (``s`` source, ``d``
+    destination; a send has only a source, a receive only a destination) ``buf, off, cnt, rep,
+    stride`` (``buf`` -1 where the action has no such region, ``stride`` 0 for one piece). In
+    place, input regions are rewritten into the output buffer at the rank's ``shift``.
     """
 
-    CARD, KEY, MASK, ORIGIN = range(4)
+    def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None) -> None:
+        rows: list[tuple] = []
+        acts: list = []
+        for p in plans:
+            r = p.rank
+            for t, s in enumerate(p.steps):
+                for cls, group in ((0, s.transfers), (1, s.local)):
+                    for j, a in enumerate(group):
+                        rows.append((t, r, cls, j, _KIND.get(a.kind, -1), -1 if a.peer is None else a.peer)
+                                    + _region(a.src) + _region(a.dst))
+                        acts.append(a)
+        arr = np.array(rows, dtype=np.int64).reshape(len(rows), 16)
+        order = np.argsort(arr[:, 0], kind="stable")
+        arr = arr[order]
+        self.actions = [acts[i] for i in order]
+        (self.step, self.rank, self.local, self.index, self.kind, self.peer) = (arr[:, i].copy() for i in range(6))
+        self.src = Side(*(arr[:, 6 + i].copy() for i in range(5)))
+        self.dst = Side(*(arr[:, 11 + i].copy() for i in range(5)))
+        if shift is not None:
+            shift = np.asarray(shift, dtype=np.int64)
+            for side in (self.src, self.dst):
+                aliased = side.buf == 0
+                side.buf[aliased] = 1
+                side.off[aliased] += shift[self.rank[aliased]]
+        self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
+        self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
 
-    def __init__(self, name: str, size: int, nranks: int, bounds: np.ndarray,
-                 on_split: Callable[[], None]) -> None:
-        self.name, self.size, self.on_split = name, size, on_split
-        self.starts = np.union1d(np.array([0, size], dtype=np.int64), bounds[(bounds > 0) & (bounds < size)])
-        a = len(self.starts) - 1
-        self.val = np.zeros((nranks, a, 4), np.int64)
-        self.writer = np.full((nranks, a), -1, np.int32)
-        self.reader = np.full((nranks, a), -1, np.int32)    # last step whose sends read the atom
-        self.widths = np.diff(self.starts)
-        self.cache: dict[Region, tuple] = {}
 
-    def split(self, xs: np.ndarray) -> None:
-        new = np.setdiff1d(xs, self.starts)
-        new = new[(new > 0) & (new < self.size)]
+def _region(r) -> tuple:
+    if r is None:
+        return _NONE
+    return (_BUF[r.buf], r.offset, r.count, r.repeat, r.stride or 0)
+
+
+class Side:
+    """Regions as arrays: buffer code, offset, piece count, pieces, stride (rows of :class:`PlanArrays`)."""
+
+    def __init__(self, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray,
+                 stride: np.ndarray) -> None:
+        self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
+
+    @property
+    def size(self) -> np.ndarray:
+        return self.cnt * self.rep
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.off + self.stride * (self.rep - 1) + self.cnt
+
+    def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
+        """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""
+        return Moves(base + self.off[rows], self.cnt[rows], self.rep[rows], self.stride[rows])
+
+
+class Moves:
+    """One side of a set of moves: region ``i`` is ``rep[i]`` pieces of ``cnt[i]`` keys from ``key[i]``."""
+
+    def __init__(self, key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> None:
+        self.key, self.cnt, self.rep, self.stride = key, cnt, rep, stride
+
+    def pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(first key, move, piece index)`` of every piece, in stream order."""
+        k, move = ranges(np.zeros_like(self.rep), self.rep)
+        return self.key[move] + k * self.stride[move], move, k
+
+    def keys_at(self, move: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """The key of stream offset ``u`` of each ``move``."""
+        c = self.cnt[move]
+        q = u // c
+        return self.key[move] + q * self.stride[move] + (u - q * c)
+
+
+_BLOCK = 8192
+
+
+def search(keys: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(keys, needles)``, block by block within each block's window of ``keys``.
+
+    The needles of a step come nearly sorted (rank by rank); one binary search over tens of
+    millions of keys misses the cache at every level, a search within a block's window does not.
+    """
+    if len(needles) < 8 * _BLOCK:
+        return np.searchsorted(keys, needles)
+    starts = np.arange(0, len(needles), _BLOCK)
+    lo = np.searchsorted(keys, np.minimum.reduceat(needles, starts))
+    hi = np.searchsorted(keys, np.maximum.reduceat(needles, starts), side="right")
+    out = np.empty(len(needles), np.int64)
+    for a, w0, w1 in zip(starts.tolist(), lo.tolist(), hi.tolist()):
+        out[a:a + _BLOCK] = w0 + np.searchsorted(keys[w0:w1], needles[a:a + _BLOCK])
+    return out
+
+
+def unique(a: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy's hash-based unique is slower on tens of millions of int64 keys)."""
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+
+
+class Grid:
+    """The sorted keys that cut every buffer of every rank into atoms, and each atom's value.
+
+    Atom ``a`` is the keys ``[keys[a], keys[a+1])``. Its value: ``card`` (number of contributions),
+    ``key`` (wrapping sum of the contributing ranks' keys), ``mask`` (the ranks as a bit set, only
+    when ``use_mask``), ``origin`` (the input index of its first element), ``writer`` (the last
+    step that wrote it, -1 for none).
+    """
+
+    def __init__(self, keys: np.ndarray, use_mask: bool) -> None:
+        self.keys = keys
+        n = len(keys)
+        self.card, self.key, self.origin = (np.zeros(n, np.int64) for _ in range(3))
+        self.mask = np.zeros(n if use_mask else 0, np.int64)
+        self.writer = np.full(n, -1, np.int32)
+        self.use_mask = use_mask
+
+    def values(self) -> list[np.ndarray]:
+        """The fields a copy moves."""
+        return [self.card, self.key, self.origin] + ([self.mask] if self.use_mask else [])
+
+    def refine(self, new: np.ndarray) -> None:
+        """Cut the atoms at the keys ``new`` (the pieces keep their values, their origins move on)."""
+        new = unique(new)
+        at = np.searchsorted(self.keys, new)
+        new = new[self.keys[np.minimum(at, len(self.keys) - 1)] != new]
         if not len(new):
             return
-        starts = np.union1d(self.starts, new)
-        src = np.searchsorted(self.starts, starts[:-1], side="right") - 1
-        self.val = self.val[:, src]
-        self.val[:, :, self.ORIGIN] += starts[:-1] - self.starts[src]
-        self.writer, self.reader = self.writer[:, src], self.reader[:, src]
-        self.starts, self.widths = starts, np.diff(starts)
-        self.cache.clear()
-        self.on_split()
+        pos = np.searchsorted(self.keys, new) + np.arange(len(new))
+        keys = np.insert(self.keys, pos - np.arange(len(new)), new)
+        fresh = np.zeros(len(keys), bool)
+        fresh[pos] = True
+        src = np.cumsum(~fresh) - 1
+        for name in ("card", "key", "origin", "writer") + (("mask",) if self.use_mask else ()):
+            setattr(self, name, getattr(self, name)[src])
+        self.origin += keys - self.keys[src]
+        self.keys = keys
 
-    def lookup(self, r: Region) -> tuple:
-        """``(atom indices, atom widths)`` of ``r``, cached until the next split."""
-        hit = self.cache.get(r)
-        if hit is None:
-            idx = self.atoms(r)
-            hit = self.cache[r] = (idx, self.widths[idx])
-        return hit
+    def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset.
 
-    def atoms(self, r: Region) -> np.ndarray | slice:
-        """Atom indices covering ``r`` in stream order (a slice when evenly spaced)."""
-        if r.repeat == 1:
-            a0, a1 = np.searchsorted(self.starts, (r.offset, r.offset + r.count))
-            if self.starts[a0] != r.offset or self.starts[a1] != r.offset + r.count:
-                self.split(np.array([r.offset, r.offset + r.count]))
-                return self.atoms(r)
-            return slice(int(a0), int(a1))
-        offs = r.offset + r.stride * np.arange(r.repeat, dtype=np.int64)
-        a0 = np.searchsorted(self.starts, offs)
-        a1 = np.searchsorted(self.starts, offs + r.count)
-        if (self.starts[a0] != offs).any() or (self.starts[a1] != offs + r.count).any():
-            self.split(np.concatenate([offs, offs + r.count]))
-            return self.atoms(r)
-        if (a1 - a0 == 1).all():
-            step = int(a0[1] - a0[0])
-            if (np.diff(a0) == step).all():
-                return slice(int(a0[0]), int(a0[-1]) + 1, step)
-            return a0
-        return np.concatenate([np.arange(x, y) for x, y in zip(a0, a1)])
+        Piece ends that are not atom boundaries yet become ones first.
+        """
+        kb, move, k = side.pieces()
+        ke = kb + side.cnt[move]
+        lo, hi = self._ends(kb, ke)
+        if hi is None:
+            lo, hi = self._ends(kb, ke)
+        idx, piece = ranges(lo, hi)
+        m = move[piece]
+        return idx, m, k[piece] * side.cnt[m] + self.keys[idx] - kb[piece]
 
-    def to_region_offsets(self, r: Region, stream: np.ndarray) -> np.ndarray:
-        piece = np.minimum(stream // max(r.count, 1), r.repeat - 1)
-        return r.offset + piece * (r.stride or 0) + (stream - piece * r.count)
+    def _ends(self, kb: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """First and one-past-last atom of each piece ``[kb, ke)``; ``(_, None)`` after cutting at missing ends."""
+        keys, last = self.keys, len(self.keys) - 1
+        lo = search(keys, kb)
+        hi = np.minimum(lo + 1, last)
+        one = keys[hi] == ke                # most pieces are one atom: no second search for them
+        if not one.all():
+            hi = hi.copy()
+            hi[~one] = search(keys, ke[~one])
+        miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != ke)
+        if miss.any():
+            self.refine(np.concatenate([kb[miss], ke[miss]]))
+            return lo, None
+        return lo, hi
 
-    def read(self, rank: int, idx) -> np.ndarray:
-        return self.val[0, idx].copy()
+    def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Aligned atoms of both sides of a set of moves (equal sizes): ``(atoms of a, atoms of b, move)``.
 
-    def write(self, rank: int, idx, v: np.ndarray, step: int) -> None:
-        self.val[0, idx] = v
-        self.writer[0, idx] = step
+        Where the two sides are cut differently, both are cut at the union of the cuts first.
+        """
+        while True:
+            before = len(self.keys)
+            ia, ma, ua = self.locate(a)
+            ib, mb, ub = self.locate(b)
+            if len(self.keys) != before:
+                continue                # b's piece ends cut atoms a had located: locate again
+            if len(ia) == len(ib) and (ma == mb).all() and (ua == ub).all():
+                return ia, ib, ma
+            self.refine(np.concatenate([b.keys_at(ma, ua), a.keys_at(mb, ub)]))
+            if len(self.keys) == before:
+                raise AssertionError("the two sides of a move do not align and no cut helps (sizes differ?)")

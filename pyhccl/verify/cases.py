@@ -10,9 +10,10 @@ import random
 from typing import Sequence
 
 from ..core.call import OPS, Call
+from ..core.p2p import pair_items, sendrecv_items
 
 __all__ = ["LARGE_COUNT", "PRIME_COUNT", "FULL_SWEEP_MAX_RANKS", "parse_ranks", "default_counts", "default_roots",
-           "uneven_counts", "uneven_matrix", "calls"]
+           "uneven_counts", "uneven_matrix", "batch_items", "calls"]
 
 #: A prime above ten billion: a count the simulator handles as cheaply as a count of ten.
 LARGE_COUNT = 10_000_000_019
@@ -76,6 +77,21 @@ def uneven_matrix(n: int, seed: object = 0, *, large: bool = False) -> tuple[tup
     return tuple(tuple(row) for row in m)
 
 
+def batch_items(n: int, seed: object = 0) -> tuple:
+    """BatchSendRecv items: each rank sends to a few random peers (itself included), some pairs twice,
+    some items of count 0, in a shuffled list order; every send has its receive."""
+    rng = random.Random(f"items:{seed}:{n}")
+    rows: list[list] = [[] for _ in range(n)]
+    for src in range(n):
+        for _ in range(rng.randint(0, 3)):
+            dst, count = rng.randrange(n), rng.choice([0, 1, 2, n + 1, rng.randint(1, 2 * n + 3)])
+            rows[src].append(("send", dst, count))
+            rows[dst].append(("recv", src, count))
+    for row in rows:
+        rng.shuffle(row)
+    return tuple(tuple(row) for row in rows)
+
+
 def _gapped(counts: Sequence[int]) -> tuple[int, ...]:
     """Displacements that place the blocks in reverse rank order with a one-element gap between them."""
     displs, at = [0] * len(counts), 0
@@ -106,6 +122,11 @@ def calls(op: str, n: int, counts: Sequence[int] | None = None, *, in_place: boo
             small = uneven_counts(n, op)
             vecs += [(small, None), (small, _gapped(small)), (uneven_counts(n, op, large=True), None)]
         return [Call(op, n, counts=v, displs=d) for v, d in vecs]
+    if spec.vector == "items":
+        lists = [sendrecv_items(n, c) for c in counts]
+        if not given:           # a Send/Recv pair, SendRecv backwards, and a batch with repeated pairs
+            lists += [pair_items(n, 0, n - 1, PRIME_COUNT), sendrecv_items(n, n + 1, shift=-1), batch_items(n, op)]
+        return [Call(op, n, items=x) for x in lists]
     if spec.vector == "matrix":
         mats = [tuple((c,) * n for _ in range(n)) for c in counts]
         if not given:      # no uneven matrix with a huge entry: the simulator's atoms cascade on it (docs/verify.md)

@@ -104,11 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             if line:
                 print(line, flush=True)
     else:
-        order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i]))      # heavy first: better balance
+        weights = [_weight(t) for t in tasks]
+        order = sorted(range(len(tasks)), key=lambda i: -weights[i])      # heavy first: better balance
         outcomes = [None] * len(tasks)
+        done = done_w = 0
         for i, o in zip(order, run_tasks([tasks[i] for i in order], jobs)):
             outcomes[i] = o
-            _progress(sum(x is not None for x in outcomes), len(tasks), t0)
+            done, done_w = done + 1, done_w + weights[i]
+            _progress(done, len(tasks), t0, done_w / sum(weights))
         _summary(outcomes, a.verbose)
     failed = _report(outcomes, a.verbose)
     wall = time.perf_counter() - t0
@@ -131,10 +134,11 @@ def _check_algos(ops: list[str], tokens: list[str]) -> None:
 
 
 def _weight(t: Task) -> int:
+    """A task's expected cost: its plans move about N^2 atoms (N ranks)."""
     n = 1
     for pod in parse_topo(t.topo).layout:
         n += sum(len(s) for s in pod)
-    return n
+    return n * n
 
 
 _last_progress = [0.0]
@@ -142,10 +146,14 @@ _last_progress = [0.0]
 _PROGRESS_EVERY = 30.0
 
 
-def _progress(done: int, total: int, t0: float) -> None:
-    """On stderr: a self-updating line on a terminal, else a line every 30 s."""
+def _progress(done: int, total: int, t0: float, share: float) -> None:
+    """On stderr: a self-updating line on a terminal, else a line every 30 s.
+
+    ``share``: the part of the work done, by :func:`_weight`; the time left is estimated from it.
+    """
     now = time.perf_counter()
-    line = f"# {done}/{total} tasks, {now - t0:.0f} s"
+    left = (now - t0) * (1 - share) / share if share > 0 else 0.0
+    line = f"# {done}/{total} tasks, {now - t0:.0f} s, about {left:.0f} s left"
     if sys.stderr.isatty():
         print(f"\r{line}", end="" if done < total else "\n", file=sys.stderr, flush=True)
     elif now - _last_progress[0] > _PROGRESS_EVERY and done < total:
@@ -268,6 +276,8 @@ def _describe(f, verbose: bool) -> str:
         what = f"counts={c.counts} displs={c.displs}"
     elif c.matrix is not None:
         what = f"matrix={c.matrix}"
+    elif c.items is not None:
+        what = f"items={c.items}"
     else:
         what = f"count={c.count}" + (f" root={c.root}" if c.spec.rooted else "") + (" in place" if c.in_place else "")
     if len(what) > 200 and not verbose:

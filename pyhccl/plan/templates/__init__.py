@@ -24,6 +24,7 @@ one slice per position, in ``buf``):
   reduction; other positions' ``data`` may be overwritten.
 - ``A2A[name](group, pos, send, recv, *, scratch)``: ``send[j]`` (my block for position j) ends
   in position j's ``recv[pos]``; entries may be None (nothing to move).
+- ``P2P[name](call, rank)``: BatchSendRecv's items (Send/Recv pairs, SendRecv) over all ranks.
 - ``BARRIER[name](group, pos, token, *, scratch)``: a one-element token; on exit every
   position's token holds every position's contribution (so no rank leaves before all arrived).
 """
@@ -40,6 +41,7 @@ from .rhd import all_gather_rhd, allreduce_rhd, reduce_scatter_rhd
 from .ring import all_gather_ring, allreduce_ring, reduce_scatter_ring
 from .bcast_reduce import BCAST, REDUCE
 from .rooted import GATHER, SCATTER
+from .p2p import P2P
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
 AR = {
@@ -61,7 +63,7 @@ AG = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "NB": all_gather_nb, "RHD"
       "Ring": all_gather_ring}
 
 __all__ = [
-    "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER",
+    "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
     "all_gather_mesh", "allreduce_mesh_chunk", "allreduce_mesh_one_shot", "allreduce_mesh_two_shot", "reduce_scatter_mesh",
     "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce", "nhr_step_count", "reduce_scatter_nhr",
     "allreduce_rhd", "reduce_scatter_mesh_chunk", "reduce_scatter_nhr_aicpu_reduce", "reduce_scatter_nb",

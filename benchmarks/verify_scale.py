@@ -1,0 +1,185 @@
+"""The simulator at HCCL's scale: the figures of issue 20, each next to its target.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/verify_scale.py                  # every figure (hours on a loaded 2-core VM)
+    .venv/bin/python benchmarks/verify_scale.py --only nhr,pod   # NHR 4096 and the 8192-rank selections
+    .venv/bin/python benchmarks/verify_scale.py --only sweep --fraction 0.005
+
+Figures:
+
+- ``nhr``: NHR AllReduce, 4096 ranks, count 10^10+19 (target <= 5 s).
+- ``pod``: HCCL's selection for AllReduce, AllGather, ReduceScatter and AlltoAll on ``1x128x64``
+  and ``2x64x64`` (8192 ranks), count 1000 and 10^10+19 (target <= 10 s per call, peak memory).
+- ``cluster``: 131 072 ranks (``16x128x64``), AllReduce as HCCL selects it (target <= 5 min, <= 8 GiB).
+- ``sweep``: ``python -m pyhccl.verify all --ranks 1-128`` plus the default multi-level shapes
+  with ``-j 2`` (target <= 10 min): a seeded random ``--fraction`` of its tasks is run and the
+  whole is extrapolated (CPU seconds / fraction / 2 jobs), which the output says.
+
+Each call runs in its own process (wall and CPU seconds, split into building the plans and
+simulating them, and the process's peak resident memory). A call whose plans would take more
+than ``--timeout`` seconds to build (estimated from a few ranks) is not run: the estimate is
+printed instead, as what bounds it. Timings on a shared machine are noisy: CPU seconds are
+printed next to wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+LARGE = 10_000_000_019
+SMALL = 1000
+POD_TOPOS = ("1x128x64", "2x64x64")
+POD_OPS = ("AllReduce", "AllGather", "ReduceScatter", "AlltoAll")
+SAMPLE_RANKS = 6
+_SELECTED = "selected; not built"
+
+
+def child(case: dict) -> dict:
+    """Run one call in this process: estimate the build, then verify it; the figures as a dict."""
+    import pyhccl.verify.api as api
+    from pyhccl.plan.api import NotRunnableError
+    from pyhccl.verify import verify
+
+    m = api.machine(case["topo"])
+    call = api.make_call(case["op"], m.nranks, count=case["count"])
+    rng = random.Random(0)
+    sample = sorted({0, m.nranks - 1, *(rng.randrange(m.nranks) for _ in range(SAMPLE_RANKS - 2))})
+    algo = forced = case.get("algo")
+    if algo is None:            # HCCL's selection, found the way verify() finds it, stopped before building
+        def stop(call, algo, rank, machine=None):
+            raise NotRunnableError(_SELECTED)
+
+        api.build_plan, real_build = stop, api.build_plan
+        res = verify(case["op"], case["topo"], count=case["count"])
+        api.build_plan = real_build
+        algo = res.algorithm
+        if res.error != _SELECTED:
+            return {"status": res.status, "algorithm": algo, "error": res.error.splitlines()[0] if res.error else ""}
+    api.build_plan(call, algo, sample[0], m)            # the first build computes the machine's groups
+    t0 = time.process_time()
+    for r in sample[1:]:
+        api.build_plan(call, algo, r, m)
+    per_rank = (time.process_time() - t0) / (len(sample) - 1)
+    out = {"algorithm": algo, "build_estimate": per_rank * m.nranks}
+    if per_rank * m.nranks > case["timeout"]:
+        return {**out, "status": "skipped"}
+    times = {"sim": 0.0}
+    real = api.simulate
+
+    def timed(plans, call):
+        t = time.process_time()
+        try:
+            return real(plans, call)
+        finally:
+            times["sim"] = time.process_time() - t
+
+    api.simulate = timed
+    w0, c0 = time.perf_counter(), time.process_time()
+    res = verify(case["op"], case["topo"], count=case["count"], algo=forced)     # the selection's path when selected
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return {**out, "status": res.status, "wall": wall, "cpu": cpu, "sim": times["sim"], "build": cpu - times["sim"],
+            "rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            "error": res.error.splitlines()[0] if res.error else ""}
+
+
+def run_case(case: dict, timeout: float) -> dict:
+    """:func:`child` in a fresh process, killed after ``timeout`` x 4 seconds."""
+    cmd = [sys.executable, __file__, "--child", json.dumps({**case, "timeout": timeout})]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * 4, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "error": f"no result in {timeout * 4:g} s"}
+    if p.returncode:
+        return {"status": "crashed", "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def show(label: str, target: str, r: dict) -> None:
+    if r.get("status") == "ok":
+        print(f"{label:<44} {r['algorithm']:<44} wall {r['wall']:7.1f} s  cpu {r['cpu']:7.1f} s "
+              f"(build {r['build']:6.1f}, simulate {r['sim']:6.1f})  peak {r['rss_gib']:5.2f} GiB   target {target}",
+              flush=True)
+    elif r.get("status") == "skipped":
+        print(f"{label:<44} {r['algorithm']:<44} not run: building the plans alone takes about "
+              f"{r['build_estimate']:.0f} s (from {SAMPLE_RANKS} ranks)   target {target}", flush=True)
+    else:
+        print(f"{label:<44} {r.get('algorithm') or '-':<44} {r['status']}: {r.get('error', '')}   target {target}",
+              flush=True)
+
+
+def sweep(fraction: float, seed: int) -> None:
+    """Run a random ``fraction`` of the ``all --ranks 1-128`` sweep's tasks and extrapolate."""
+    from pyhccl.core import settings
+    from pyhccl.topo import parse_topo
+    from pyhccl.verify.cli import DEFAULT_TIMEOUT, DEFAULT_TOPOS
+    from pyhccl.verify.sweep import canonical_ops, make_tasks, run_tasks
+
+    flat = [f"1x1x{n}" for n in range(1, 129)]
+    topos = [parse_topo(t).to_text() for t in DEFAULT_TOPOS]
+    tasks = make_tasks(canonical_ops("all"), ["all"], flat, topos, expansion_mode=settings.expansion_mode(None),
+                       timeout=DEFAULT_TIMEOUT)
+    rng = random.Random(seed)
+    picked = [t for t in tasks if rng.random() < fraction]
+    c0, w0 = time.process_time(), time.perf_counter()
+    calls = failed = 0
+    for i, o in enumerate(run_tasks(picked, 1)):
+        calls += o.ran
+        failed += o.statuses["failed"]
+        for f in o.failures:
+            print(f"#   FAILED {f.op} {f.algorithm} on {f.topo}: {f.error.splitlines()[0][:160]}", file=sys.stderr,
+                  flush=True)
+        if (i + 1) % 5 == 0:
+            so_far = (time.process_time() - c0) / ((i + 1) / len(tasks)) / 2
+            print(f"#   {i + 1}/{len(picked)} sampled tasks, {time.perf_counter() - w0:.0f} s wall, "
+                  f"{time.process_time() - c0:.0f} s cpu; so far the whole sweep extrapolates to {so_far / 60:.1f} min "
+                  f"with -j 2", file=sys.stderr, flush=True)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    est = cpu / (len(picked) / len(tasks)) / 2
+    print(f"{'verify all --ranks 1-128 + default shapes':<44} {len(picked)} of {len(tasks)} tasks ({calls} calls, "
+          f"{failed} failed) in {wall:.0f} s wall, {cpu:.0f} s cpu; whole sweep with -j 2: about {est / 60:.1f} min "
+          f"(extrapolated: cpu / {len(picked) / len(tasks):.4f} / 2)   target <= 10 min", flush=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="nhr,pod,cluster,sweep", help="comma-separated: nhr, pod, cluster, sweep")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds of plan building above which a call is not run (its process gets 4x this)")
+    p.add_argument("--fraction", type=float, default=0.01, help="share of the sweep's tasks to run")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        print(json.dumps(child(json.loads(a.child))))
+        return 0
+    parts = {x.strip() for x in a.only.split(",")}
+    if "nhr" in parts:
+        show("NHR AllReduce 1x1x4096 count 10^10+19", "<= 5 s",
+             run_case({"op": "AllReduce", "topo": "1x1x4096", "count": LARGE, "algo": "NHR"}, a.timeout))
+    if "pod" in parts:
+        for topo in POD_TOPOS:
+            for op in POD_OPS:
+                for count in (SMALL, LARGE):
+                    show(f"{op} {topo} count {count}", "<= 10 s",
+                         run_case({"op": op, "topo": topo, "count": count}, a.timeout))
+    if "cluster" in parts:
+        show("AllReduce 16x128x64 count 10^10+19", "<= 300 s, <= 8 GiB",
+             run_case({"op": "AllReduce", "topo": "16x128x64", "count": LARGE}, a.timeout))
+    if "sweep" in parts:
+        sweep(a.fraction, a.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

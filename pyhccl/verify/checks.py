@@ -1,0 +1,180 @@
+"""The simulator's structural checks and its moves, computed for every rank and step at once.
+
+Structural faults (an action that is not a transfer or not a local operation, a bad peer, sends
+and receives of a pair of ranks that differ in number or size, a region out of bounds, local
+sizes that differ) are found here from the flat arrays; the simulator (:mod:`pyhccl.verify.sim`)
+raises each at its step, naming the rank. The moves (a matched send and receive, a local reduce
+or copy) that run before the first fault are grouped by step, and locals by their index in the
+step, so that the simulator runs each group over every rank at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..plan.ir import Buf, Region
+from .atoms import BUF_NAMES, COPY, RECV, REDUCE, SEND, Moves, PlanArrays
+
+__all__ = ["Checks", "region_text"]
+
+_BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
+
+
+def region_text(buf: int, off: int, cnt: int, rep: int, stride: int) -> str:
+    """A region of the flat arrays as the IR prints it."""
+    return str(Region(_BUFS[buf], off, cnt, rep, stride if rep > 1 else None))
+
+
+def _first_step(ops: PlanArrays, mask: np.ndarray) -> int:
+    rows = np.flatnonzero(mask)
+    return int(ops.step[rows[0]]) if len(rows) else ops.nsteps
+
+
+class Checks:
+    """Static faults per row, the transfer matching, and the moves of every step."""
+
+    def __init__(self, sim, ops: PlanArrays) -> None:
+        self.sim, self.ops = sim, ops
+        n, sizes = sim.n, sim.sizes
+        xfer, loc = ops.local == 0, ops.local == 1
+        k, src, dst = ops.kind, ops.src, ops.dst
+        self.not_xfer = xfer & ~(((k == SEND) & (src.buf >= 0)) | ((k == RECV) & (dst.buf >= 0)))
+        ok_x = xfer & ~self.not_xfer
+        self.bad_peer = ok_x & ((ops.peer < 0) | (ops.peer >= n) | (ops.peer == ops.rank))
+        ok_x &= ~self.bad_peer
+        self.xside = np.where(k == SEND, 0, 1)            # which side a transfer's region is on
+        self.not_local = loc & ~(((k == REDUCE) | (k == COPY)) & (src.buf >= 0) & (dst.buf >= 0))
+        self.bad_size = loc & ~self.not_local & (src.size != dst.size)
+        ok_l = loc & ~self.not_local & ~self.bad_size
+        self.oob = []
+        for i, side in enumerate((src, dst)):
+            has = np.where(xfer, ok_x & (self.xside == i), ok_l) & (side.size > 0)
+            self.oob.append(has & (side.end > sizes[np.maximum(side.buf, 0)]))
+        self.match_steps = self._match(ok_x)
+        self.xbad_step = min(_first_step(ops, self.not_xfer | self.bad_peer), min(self.match_steps, default=ops.nsteps),
+                             _first_step(ops, xfer & (self.oob[0] | self.oob[1])))
+        static_l = self.not_local | self.bad_size | (loc & (self.oob[0] | self.oob[1]))
+        self.lbad_step = _first_step(ops, static_l)
+        limit = min(self.xbad_step, self.lbad_step + 1)
+        # transfer moves, in (step, sender, receiver, order) order
+        keep = (ops.step[self.pairs[0]] < limit) & (src.size[self.pairs[0]] > 0)
+        self.sends, self.recvs = self.pairs[0][keep], self.pairs[1][keep]
+        self.xstart = np.searchsorted(ops.step[self.sends], np.arange(ops.nsteps + 1))
+        # local rows up to the first step with a static fault, by (step, index, rank)
+        rows = np.flatnonzero(loc & (ops.step < min(limit, self.xbad_step)))
+        j = int(ops.index[rows].max(initial=0)) + 1
+        rows = rows[np.argsort(ops.step[rows] * j + ops.index[rows], kind="stable")]
+        self.lrows, self.lstatic = rows, static_l[rows]
+        self.lkey = ops.step[rows] * j + ops.index[rows]
+        self.lstart = np.searchsorted(ops.step[rows], np.arange(ops.nsteps + 1))
+
+    def _match(self, ok_x: np.ndarray) -> list[int]:
+        """Pair the k-th send of each (step, sender, receiver) with its k-th receive; the steps where they differ."""
+        ops, n = self.ops, self.sim.n
+        s = np.flatnonzero(ok_x & (ops.kind == SEND))
+        r = np.flatnonzero(ok_x & (ops.kind == RECV))
+        gs = (ops.step[s] * n + ops.rank[s]) * n + ops.peer[s]
+        gr = (ops.step[r] * n + ops.peer[r]) * n + ops.rank[r]
+        os_, or_ = np.argsort(gs, kind="stable"), np.argsort(gr, kind="stable")
+        s, gs, r, gr = s[os_], gs[os_], r[or_], gr[or_]
+        if len(gs) == len(gr) and (gs == gr).all() and (ops.src.size[s] == ops.dst.size[r]).all():
+            self.pairs = (s, r)
+            return []
+        us, cs = np.unique(gs, return_counts=True)
+        ur, cr = np.unique(gr, return_counts=True)
+        allg = np.union1d(us, ur)
+        count_s = np.zeros(len(allg), np.int64)
+        count_r = np.zeros(len(allg), np.int64)
+        count_s[np.searchsorted(allg, us)] = cs
+        count_r[np.searchsorted(allg, ur)] = cr
+        bad = set(allg[count_s != count_r].tolist())
+        same = np.isin(gs, allg[count_s == count_r])
+        same_r = np.isin(gr, allg[count_s == count_r])
+        diff = ops.src.size[s[same]] != ops.dst.size[r[same_r]]
+        bad.update(gs[same][diff].tolist())
+        self.bad_pairs = sorted(bad)
+        first = self.bad_pairs[0] // (n * n)
+        before_s, before_r = ops.step[s] < first, ops.step[r] < first
+        self.pairs = (s[before_s], r[before_r])
+        return [first]
+
+    # -- what the simulator asks ----------------------------------------------------------
+    def moves(self, rows: np.ndarray, side: int, owner: np.ndarray) -> Moves:
+        s = (self.ops.src, self.ops.dst)[side]
+        return s.take(rows, self.sim.base(owner, s.buf[rows]))
+
+    def before_transfers(self, t: int) -> None:
+        """Raise step ``t``'s first transfer fault: not a transfer, a bad peer, unmatched, out of bounds."""
+        if t != self.xbad_step:
+            return
+        ops, sim = self.ops, self.sim
+        lo, hi = ops.step_start[t], ops.step_start[t + 1]
+        for mask, text in ((self.not_xfer, lambda a, row: f"'{a}' is not a transfer"),
+                           (self.bad_peer, lambda a, row: f"'{a}' names peer {a.peer}; expecting a rank in "
+                                                          f"range({sim.n}) other than {int(ops.rank[row])}")):
+            rows = np.flatnonzero(mask[lo:hi])
+            if len(rows):
+                row = lo + rows[0]
+                raise sim.fail(int(ops.rank[row]), text(ops.actions[row], row))
+        if t in self.match_steps:
+            n = sim.n
+            g = next(x for x in self.bad_pairs if x // (n * n) == t)
+            src, dst = divmod(g % (n * n), n)
+            rows = range(lo, hi)
+            s = [ops.actions[i].src for i in rows if ops.local[i] == 0 and ops.kind[i] == SEND
+                 and ops.rank[i] == src and ops.peer[i] == dst]
+            r = [ops.actions[i].dst for i in rows if ops.local[i] == 0 and ops.kind[i] == RECV
+                 and ops.rank[i] == dst and ops.peer[i] == src]
+            raise sim.fail(dst if len(s) > len(r) else src,
+                           f"rank {src} sends [{', '.join(map(str, s))}] to rank {dst}, which receives "
+                           f"[{', '.join(map(str, r))}] from it in this step; sends and receives must "
+                           f"match in number, order and size")
+        self._oob(np.arange(lo, hi)[ops.local[lo:hi] == 0])
+
+    def _oob_text(self, row: int) -> str | None:
+        """The out-of-bounds message of ``row``'s first region out of bounds, None if none is."""
+        for i, side in enumerate((self.ops.src, self.ops.dst)):
+            if self.oob[i][row]:
+                b = int(side.buf[row])
+                text = region_text(b, int(side.off[row]), int(side.cnt[row]), int(side.rep[row]), int(side.stride[row]))
+                return f"region {text} is out of bounds ({BUF_NAMES[b]} holds {int(self.sim.sizes[b])} elements)"
+        return None
+
+    def _oob(self, rows: np.ndarray) -> None:
+        for row in rows:
+            text = self._oob_text(int(row))
+            if text:
+                raise self.sim.fail(int(self.ops.rank[row]), text)
+
+    def static_local(self, row: int) -> tuple[int, str]:
+        """The rank and message of a local row's static fault."""
+        a, rank = self.ops.actions[row], int(self.ops.rank[row])
+        if self.not_local[row]:
+            return rank, f"'{a}' is not a local operation"
+        if self.bad_size[row]:
+            return rank, f"'{a}' has {a.src.size} source and {a.dst.size} destination elements"
+        return rank, self._oob_text(row) or ""
+
+    def transfer_moves(self, t: int) -> tuple[np.ndarray, np.ndarray, Moves, Moves]:
+        """Step ``t``'s moves: send rows, receive rows, and both sides as :class:`Moves`."""
+        lo, hi = self.xstart[t], self.xstart[t + 1]
+        s, r = self.sends[lo:hi], self.recvs[lo:hi]
+        ops = self.ops
+        return s, r, self.moves(s, 0, ops.rank[s]), self.moves(r, 1, ops.rank[r])
+
+    def local_batches(self, t: int):
+        """Step ``t``'s local operations, the i-th of every rank together: rows, atoms, first static fault."""
+        lo, hi = self.lstart[t], self.lstart[t + 1]
+        if lo == hi:
+            return
+        keys = self.lkey[lo:hi]
+        cuts = np.flatnonzero(np.diff(keys)) + 1
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, hi - lo]):
+            rows = self.lrows[lo + a:lo + b]
+            static = self.lstatic[lo + a:lo + b]
+            first = self.static_local(int(rows[np.argmax(static)])) if static.any() else None
+            moving = rows[~static & (self.ops.src.size[rows] > 0)]
+            if not len(moving) and first is None:
+                continue
+            owner = self.ops.rank[moving]
+            yield moving, self.moves(moving, 0, owner), self.moves(moving, 1, owner), first
