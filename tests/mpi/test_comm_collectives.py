@@ -203,6 +203,7 @@ class BaseCollectives:
             buf = xs[r].copy()
             c.Reduce_scatter_block(MPI.IN_PLACE, buf, OPS[op][0])
             self.check((dtype.name, op, k, "in place"), buf[:k], want[r])
+            self.check((dtype.name, op, k, "in place: the rest as it was"), buf[k:], xs[r][k:])
         self.done()
 
     def test_reduce_scatter(self):
@@ -224,6 +225,7 @@ class BaseCollectives:
             buf = xs[r].copy()
             c.Reduce_scatter(MPI.IN_PLACE, buf, [k] * n)
             self.check(("even", k, "in place"), buf[:k], want[r])
+            self.check(("even", k, "in place: the rest as it was"), buf[k:], xs[r][k:])
         self.done()
 
     def test_alltoall(self):
