@@ -73,7 +73,7 @@ def mpi4py_tests(version: str | None = None, cache: Path | None = None, sdist: s
     if not tarball.is_file():
         cache.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "mpi4py",
-               f"mpi4py=={version}", "-d", str(cache), "--quiet", "--disable-pip-version-check"]
+               f"mpi4py=={version}", "-d", str(cache), "--quiet", "--disable-pip-version-check", "--retries", "1", "--timeout", "15"]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -1,0 +1,48 @@
+"""CI's share of the conformance run: a few of mpi4py's own collective tests on pyhccl.Communicator and on plain
+mpi4py, outcome for outcome (mpi4py_conformance.py beside this file; the full run is in docs/communicator.md).
+
+Skips, saying why, when mpi4py's source distribution is not cached and the package index cannot be reached.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("mpi4py_conformance", Path(__file__).with_name("mpi4py_conformance.py"))
+conformance = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = conformance
+_spec.loader.exec_module(conformance)
+
+#: ``(module, ranks, tests)``: the world communicator's blocking collectives (in place too) at 3 ranks, a
+#: non-power of two, and the vector forms at 2; each runs in a few seconds on each communicator.
+FAST = [
+    ("test_cco_buf", 3, ("TestCCOBufWorld.testAllreduce", "TestCCOBufWorld.testReduceScatterBlock",
+                         "TestCCOBufInplaceWorld.testReduceScatterBlock", "TestCCOBufInplaceWorld.testAllgather")),
+    ("test_cco_vec", 2, ("TestCCOVecWorld.testAllgatherv", "TestCCOVecInplaceWorld.testAlltoallv")),
+]
+
+
+@pytest.fixture(scope="module")
+def mpi4py_tests():
+    try:
+        return conformance.mpi4py_tests(timeout=60)
+    except conformance.FetchError as e:
+        pytest.skip(f"mpi4py's source distribution is not cached and cannot be fetched: {e}")
+
+
+@pytest.mark.parametrize("module,n,select", FAST, ids=[f"{m}-{n}" for m, n, _ in FAST])
+def test_same_outcomes_as_mpi4py(mpi4py_tests, module, n, select):
+    mine = conformance.run_module(module, n, "pyhccl", mpi4py_tests, 60, select)
+    ref = conformance.run_module(module, n, "mpi4py", mpi4py_tests, 60, select)
+    assert len(ref) >= len(select) and all(v[0] == "passed" for v in ref.values()), ref
+    diffs = conformance.differences(mine, ref)
+    assert not diffs, "\n".join(f"{t}: pyhccl {a}, mpi4py {b}\n{d}" for t, a, b, d in diffs)
+
+
+def test_differences_name_each_test_that_differs():
+    mine = {"a": ("passed", ""), "b": ("hang", "ran past 60 s"), "c": ("failed", "rank 1: fail")}
+    ref = {"a": ("passed", ""), "b": ("passed", ""), "c": ("failed", "x"), "d": ("skipped", "")}
+    assert conformance.differences(mine, ref) == [("b", "hang", "passed", "ran past 60 s"), ("d", "absent", "skipped", "")]
+    assert conformance.counts(mine) == {"passed": 1, "failed": 1, "skipped": 0, "crash": 0, "hang": 1}
