@@ -156,6 +156,8 @@ def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None
     size = arr.size
     if counts is None:
         counts = [size // blocks + (size % blocks > i) for i in range(blocks)]
+    elif _is_int(counts):
+        counts = [index(counts)] * blocks
     counts = count_list(counts, blocks, f"counts of {name}")
     if displs is None:
         displs = [sum(counts[:i]) for i in range(blocks)]
