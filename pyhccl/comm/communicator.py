@@ -1,9 +1,10 @@
 """Communicator: a drop-in wrapper of an mpi4py intracommunicator that runs HCCL's algorithms.
 
 The mpi4py wrapper pattern (mpi4py src/mpi4py/util/pkl5.py): the library's own traffic runs
-on a private ``Dup()`` of the user's communicator; every attribute pyhccl does not implement
-forwards to the wrapped communicator unchanged. Each collective method is one call into the
-:class:`~pyhccl.comm.dispatch.Dispatcher`.
+on a private ``Dup()`` of the user's communicator. The Communicator is an ``MPI.Intracomm`` over the
+wrapped communicator's handle (mpi4py's ``Intracomm(comm)``), so every method pyhccl does not
+implement is mpi4py's own on that handle, and mpi4py takes it wherever it takes an intracommunicator.
+Each collective method is one call into the :class:`~pyhccl.comm.dispatch.Dispatcher`.
 """
 
 from __future__ import annotations
