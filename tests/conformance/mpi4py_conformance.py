@@ -149,7 +149,6 @@ def _swap_communicators(module, MPI) -> list:
 
 def worker(args) -> None:
     sys.path.insert(0, args.tests)
-    import mpiunittest  # noqa: F401 - mpi4py's helpers, imported with the real MPI
     from mpi4py import MPI
     module = importlib.import_module(args.module)
     made = _swap_communicators(module, MPI) if args.comm == "pyhccl" else []
@@ -196,7 +195,7 @@ def run_module(module: str, n: int, comm: str, tests: Path, limit: float, select
     """``{test id: (outcome, detail)}`` of one module at ``n`` ranks on ``comm`` ("pyhccl" or "mpi4py")."""
     from pyhccl.launch import launch_env, mpiexec_command
     results: dict[str, tuple[str, str]] = {}
-    order: list[str] | None = None
+    order: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         exclude = Path(tmp) / "exclude"
         for attempt in range(1000):
@@ -206,34 +205,41 @@ def run_module(module: str, n: int, comm: str, tests: Path, limit: float, select
             cmd = [*mpiexec_command(), "-n", str(n), sys.executable, __file__, "--worker", "--module", module,
                    "--comm", comm, "--tests", str(tests), "--out", str(out), "--exclude", str(exclude),
                    *(["-k", *select] if select else [])]
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    env=launch_env(YIELD), start_new_session=True)
-            outcomes, running, seen, hung = _watch(proc, out, n, limit)
-            order = order or outcomes.pop("__order__", None) or []
-            outcomes.pop("__order__", None)
-            tail = proc.stdout.read()[-3000:]
+            with open(out / "output", "w") as output:     # a file, not a pipe: a chatty job never blocks
+                proc = subprocess.Popen(cmd, stdout=output, stderr=subprocess.STDOUT, env=launch_env(YIELD),
+                                        start_new_session=True)
+                listed, outcomes, running, hung = _watch(proc, out, n, limit)
+            order = order or listed
+            tail = (out / "output").read_text(errors="replace")[-3000:]
             for test, per_rank in outcomes.items():
                 if len(per_rank) == n:
                     results[test] = _combine(per_rank)
             if not running:
                 break
             culprit = min(running, key=lambda t: order.index(t) if t in order else len(order))
+            others = "".join(f"\nrank {r} finished it: {e}: {d.strip()}" for r, (e, d) in
+                             sorted(outcomes.get(culprit, {}).items()))
             if hung:
-                results[culprit] = ("hang", f"ran past {limit:.0f} s on rank(s) {sorted(running[culprit])}")
+                results[culprit] = ("hang", f"ran past {limit:.0f} s on rank(s) {sorted(running[culprit])}{others}")
             else:
                 why = _signal_of(proc.returncode)
                 results[culprit] = ("crash", f"mpiexec {why} during the test on rank(s) "
-                                             f"{sorted(running[culprit])}\n{tail}")
+                                             f"{sorted(running[culprit])}{others}\n{tail}")
             log(f"  {module} n={n} {comm}: {results[culprit][0]} in {culprit}")
             if all(t in results for t in order):
                 break
-    for test in order or ():
+    for test in order:
         results.setdefault(test, ("crash", "not run: a job ended without reaching it"))
-    return {t: results[t] for t in order or results} if order else results
+    return {t: results[t] for t in [*order, *(t for t in results if t not in order)]}
 
 
 def _watch(proc, out: Path, n: int, limit: float):
-    """Follows a job's rank files until it ends or a test runs past ``limit`` (then kills it)."""
+    """Follows a job's rank files until it ends or a test runs past ``limit`` (then kills it).
+
+    Returns the tests the job lists, each test's outcome per rank, the tests some rank is still in
+    (with those ranks), and whether the job was killed for a hang.
+    """
+    listed: list[str] = []
     outcomes: dict[str, dict[int, tuple[str, str]]] = {}
     running: dict[str, set[int]] = {}
     started: dict[int, float] = {}
@@ -244,7 +250,7 @@ def _watch(proc, out: Path, n: int, limit: float):
         for r in range(n):
             for line in _read(out / f"rank{r}.jsonl", seen):
                 if "tests" in line:
-                    outcomes["__order__"] = line["tests"]
+                    listed = line["tests"]
                 elif "event" in line:
                     test, event = line["test"], line["event"]
                     if event == "start":
@@ -260,12 +266,12 @@ def _watch(proc, out: Path, n: int, limit: float):
                             if not running[test]:
                                 del running[test]
         if done:
-            return outcomes, running, seen, hung
+            return listed, outcomes, running, hung
         if started and time.monotonic() - min(started.values()) > limit:
             hung = True
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            return outcomes, running, seen, hung
+            return listed, outcomes, running, hung
         time.sleep(0.2)
 
 

@@ -41,6 +41,50 @@ def test_same_outcomes_as_mpi4py(mpi4py_tests, module, n, select):
     assert not diffs, "\n".join(f"{t}: pyhccl {a}, mpi4py {b}\n{d}" for t, a, b, d in diffs)
 
 
+FAKE = """
+import os, time, unittest
+from mpi4py import MPI
+
+class TestFake(unittest.TestCase):
+    COMM = MPI.COMM_WORLD
+
+    def test_a_passes(self):
+        self.COMM.Barrier()
+
+    def test_b_hangs(self):
+        if self.COMM.Get_rank() == 0:
+            time.sleep(600)
+        self.COMM.Barrier()
+
+    def test_c_crashes(self):
+        if self.COMM.Get_rank() == self.COMM.Get_size() - 1:
+            os.abort()
+
+    def test_d_fails_on_rank_1(self):
+        self.assertEqual(self.COMM.Get_rank(), 0)
+
+    @unittest.skip("because")
+    def test_e_skipped(self):
+        pass
+
+    def test_f_sees_pyhccl(self):
+        self.assertEqual(type(self.COMM).__name__, "Communicator")
+        self.assertEqual(type(MPI.COMM_WORLD.Dup()).__name__, "Communicator")
+"""
+
+
+def test_runner_names_hangs_and_crashes_and_goes_on(tmp_path):
+    (tmp_path / "test_fake.py").write_text(FAKE)
+    got = conformance.run_module("test_fake", 2, "pyhccl", tmp_path, 5)
+    outcomes = {t.rsplit(".", 1)[1]: v[0] for t, v in got.items()}
+    assert outcomes == {"test_a_passes": "passed", "test_b_hangs": "hang", "test_c_crashes": "crash",
+                        "test_d_fails_on_rank_1": "failed", "test_e_skipped": "skipped",
+                        "test_f_sees_pyhccl": "passed"}, got
+    assert "ran past 5 s on rank(s) [0, 1]" in got["test_fake.TestFake.test_b_hangs"][1]
+    assert "during the test on rank(s) [1]" in got["test_fake.TestFake.test_c_crashes"][1]
+    assert got["test_fake.TestFake.test_d_fails_on_rank_1"][1].startswith("rank 1: fail: AssertionError: 1 != 0")
+
+
 def test_differences_name_each_test_that_differs():
     mine = {"a": ("passed", ""), "b": ("hang", "ran past 60 s"), "c": ("failed", "rank 1: fail")}
     ref = {"a": ("passed", ""), "b": ("passed", ""), "c": ("failed", "x"), "d": ("skipped", "")}
