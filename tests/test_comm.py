@@ -344,8 +344,8 @@ def test_overlapping_buffers_need_in_place(method, args):
     (lambda c: c.Allgather(np.ones(3, np.complex128), np.zeros(3, np.complex128)), "sendbuf has dtype complex128"),
     (lambda c: c.Allreduce(np.arange(10.0)[::2], np.zeros(5)), "sendbuf has memory that is not contiguous"),
     (lambda c: c.Bcast([np.zeros(4, np.int8), MPI.BYTE]), "buf has the non-numeric or unsupported datatype MPI_BYTE"),
-    (lambda c: c.Allreduce(np.ones(2), [np.zeros(4, np.float32), MPI.FLOAT.Create_contiguous(2).Commit()]),
-     "recvbuf has a derived datatype"),
+    (lambda c: c.Allreduce(np.ones(2), [np.zeros(4), MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT, MPI.DOUBLE])
+                                        .Commit()]), "recvbuf has a derived datatype whose elements are not all of one"),
     (lambda c: c.Reduce(np.ones(3, np.int32), np.zeros(3, np.int32), MPI.BAND), "reduce op MPI.BAND is not one of"),
 ])
 def test_fallback_reason_names_the_argument(call, reason, caplog):

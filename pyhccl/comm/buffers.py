@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 from mpi4py import MPI
+from mpi4py.util.dtlib import to_numpy_dtype
 
 from .. import gpu
 from .dlpack import host_array
@@ -55,6 +56,8 @@ class Buffer:
     """A flat, contiguous, typed view of the user's memory, and how it reached us.
 
     ``counts`` / ``displs``: a vector buffer's per-rank blocks (``array`` is then all of it).
+    ``unpack``: for memory described by a derived datatype, ``array`` is a packed copy of its elements and
+    ``unpack()`` writes the copy back (:func:`as_array`).
     ``device``: the :class:`pyhccl.gpu.DeviceBackend` when the memory is on a device; ``array``
     is then that device's flat view of it (no copy).
     """
@@ -63,6 +66,7 @@ class Buffer:
     device: gpu.DeviceBackend | None = None
     counts: tuple[int, ...] | None = None
     displs: tuple[int, ...] | None = None
+    unpack: Callable[[], None] | None = None
 
 
 def dtype_by_name(name: str) -> np.dtype:
@@ -105,8 +109,11 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
     ``[buf, (count, displ), datatype]`` and ``[buf, count, displ, datatype]``. Device memory
     gives a device array (with cupy, or a registered :class:`pyhccl.gpu.DeviceBackend`). A count is per
     block: a buffer of ``blocks`` blocks (the receive buffer of Allgather, ...) spans
-    ``blocks * count`` elements. Returns None for derived or non-numeric datatypes,
-    non-contiguous memory and dtypes outside :data:`SUPPORTED_DTYPES`.
+    ``blocks * count`` elements. A derived datatype whose elements are all of one supported type gives a
+    packed copy of those elements (copied by MPI itself, so the type map is MPI's; :attr:`Buffer.unpack`
+    writes it back): a rank whose buffer is described so runs the same plan as its peers, whose
+    buffers may be plain (MPI matches type signatures, not datatypes). Returns None for other derived or
+    non-numeric datatypes, non-contiguous memory and dtypes outside :data:`SUPPORTED_DTYPES`.
 
     Raises:
         ValueError: count and displacement past the end of the memory.
@@ -119,6 +126,8 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
     obj, count, displ, datatype = parts
     if not (_is_int(count) or count is None) or not (_is_int(displ) or displ is None):
         return None
+    if isinstance(datatype, MPI.Datatype) and datatype != MPI.DATATYPE_NULL and not datatype.is_predefined:
+        return _packed(obj, count, displ, datatype, blocks, name)
     typed = _typed(obj, datatype)
     if typed is None:
         return None
@@ -156,6 +165,8 @@ def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None
     size = arr.size
     if counts is None:
         counts = [size // blocks + (size % blocks > i) for i in range(blocks)]
+    elif _is_int(counts):
+        counts = [index(counts)] * blocks
     counts = count_list(counts, blocks, f"counts of {name}")
     if displs is None:
         displs = [sum(counts[:i]) for i in range(blocks)]
@@ -166,6 +177,61 @@ def as_vector(spec: Any, blocks: int, name: str = "the buffer") -> Buffer | None
             raise ValueError(f"expecting {name} to hold counts[{j}] = {c} elements at displs[{j}] = {d}, "
                              f"got {size} elements")
     return Buffer(arr, device, counts, displs)
+
+# -- derived datatypes ------------------------------------------------------------------------
+
+_SELF: list[MPI.Intracomm] = []     # a private duplicate of COMM_SELF: MPI copies derived layouts over it
+
+
+def _packed(obj: Any, count: Any, displ: Any, datatype: MPI.Datatype, blocks: int, name: str) -> Buffer | None:
+    """``count * blocks`` items of the derived ``datatype`` at ``displ`` extents into host memory ``obj``, packed into
+    a flat array of their one element type by a send to self; None for mixed or unsupported elements."""
+    base = _flat(obj)
+    element = _element_dtype(datatype)
+    if base is None or base[1] is not None or element is None:
+        return None
+    mem = base[0]
+    lb, extent = datatype.Get_extent()
+    tlb, textent = datatype.Get_true_extent()
+    if count is None:
+        if extent <= 0 or mem.nbytes % extent:
+            return None
+        count = mem.nbytes // extent // blocks
+    k, lo = index(count) * blocks, index(displ or 0)
+    end = lo * extent + (k - 1) * extent + tlb + textent if k else 0
+    if k < 0 or lo < 0 or (k and (lo * extent + tlb < 0 or end > mem.nbytes)):
+        raise ValueError(f"expecting {k} items of the derived datatype (extent {extent} bytes) at displacement {lo} "
+                         f"within {name}'s {mem.nbytes} bytes")
+    packed = np.empty(k * (datatype.Get_size() // element.itemsize), element)
+    spec, flat = [mem, (k, lo), datatype], [packed, MPI.Datatype.fromcode(element.char)]
+    if not _SELF:
+        _SELF.append(MPI.COMM_SELF.Dup())
+    _SELF[0].Sendrecv(spec, 0, 0, flat, 0, 0)
+    packed.flags.writeable = mem.flags.writeable
+
+    def unpack() -> None:
+        _SELF[0].Sendrecv(flat, 0, 0, spec, 0, 0)
+    return Buffer(packed, unpack=unpack)
+
+
+def _element_dtype(datatype: MPI.Datatype) -> np.dtype | None:
+    """The one supported numpy dtype every element of ``datatype`` has, or None (mixed, or unsupported)."""
+    try:
+        layout = to_numpy_dtype(datatype)
+    except (ValueError, TypeError, KeyError):
+        return None
+    leaves, todo = set(), [layout]
+    while todo:
+        dt = todo.pop()
+        if dt.subdtype is not None:
+            todo.append(dt.subdtype[0])
+        elif dt.fields:
+            todo.extend(f[0] for f in dt.fields.values())
+        else:
+            leaves.add(dt)
+    leaf = leaves.pop() if len(leaves) == 1 else None
+    return leaf if leaf in _SUPPORTED and datatype.Get_size() % leaf.itemsize == 0 else None
+
 
 # -- helpers ----------------------------------------------------------------------------------
 
@@ -213,8 +279,10 @@ def _why_not(spec: Any, vector: bool) -> str:
     arr = base[0]
     if datatype is not None:
         dtype, dname = _mpi_dtype(datatype), getattr(datatype, "name", datatype)
+        if dtype is None and isinstance(datatype, MPI.Datatype) and not datatype.is_predefined:
+            return "a derived datatype whose elements are not all of one supported type"
         if dtype is None:
-            return f"the non-numeric or unsupported datatype {dname}" if dname else "a derived datatype"
+            return f"the non-numeric or unsupported datatype {dname}"
         if arr.nbytes % dtype.itemsize:
             return f"{arr.nbytes} bytes, not a whole number of {dname}"
         return ""

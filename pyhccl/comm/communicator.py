@@ -1,9 +1,10 @@
 """Communicator: a drop-in wrapper of an mpi4py intracommunicator that runs HCCL's algorithms.
 
 The mpi4py wrapper pattern (mpi4py src/mpi4py/util/pkl5.py): the library's own traffic runs
-on a private ``Dup()`` of the user's communicator; every attribute pyhccl does not implement
-forwards to the wrapped communicator unchanged. Each collective method is one call into the
-:class:`~pyhccl.comm.dispatch.Dispatcher`.
+on a private ``Dup()`` of the user's communicator. The Communicator is an ``MPI.Intracomm`` over the
+wrapped communicator's handle (mpi4py's ``Intracomm(comm)``), so every method pyhccl does not
+implement is mpi4py's own on that handle, and mpi4py takes it wherever it takes an intracommunicator.
+Each collective method is one call into the :class:`~pyhccl.comm.dispatch.Dispatcher`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from .warm import WarmCall
 __all__ = ["Communicator"]
 
 
-class Communicator(NonblockingMethods):
+class Communicator(NonblockingMethods, MPI.Intracomm):
     """pyhccl's communicator: mpi4py's methods, HCCL's algorithms.
 
     Allreduce, Reduce, Bcast, Allgather, Allgatherv, Gather, Scatter, Reduce_scatter_block,
@@ -44,7 +45,9 @@ class Communicator(NonblockingMethods):
     lower-case pickle methods, neighbourhood collectives, point-to-point, ...) is the wrapped
     communicator's, forwarded unchanged; so are calls pyhccl cannot run (derived datatypes,
     user-defined or logical ops, unsupported dtypes, non-contiguous buffers), counted in
-    ``fallbacks``. See docs/communicator.md.
+    ``fallbacks``. It is an ``MPI.Intracomm`` over the wrapped communicator's handle, so mpi4py takes it
+    wherever it takes one (``Create_intercomm``'s peer, ``MPI.Win.Create``, ...); ``Dup`` and ``Split`` give
+    pyhccl communicators. See docs/communicator.md.
 
     Args:
         comm: the mpi4py intracommunicator to wrap (default ``MPI.COMM_WORLD``).
@@ -81,14 +84,14 @@ class Communicator(NonblockingMethods):
     them, :meth:`share_scratch` and :meth:`share_window` share resources between communicators.
     """
 
+    def __new__(cls, comm: MPI.Intracomm | None = None, **settings_: Any) -> Communicator:
+        comm = _wrapped(comm)
+        return super().__new__(cls, comm)           # the same MPI handle (mpi4py's Intracomm(comm))
+
     def __init__(self, comm: MPI.Intracomm | None = None, *, algo: str | None = None,
                  ub_transfer_bytes: int | None = None, topo: Any = None, tuning: Any = None,
                  check: bool | None = None, timeout: float | None = None, abort_on_timeout: bool | None = None) -> None:
-        comm = MPI.COMM_WORLD if comm is None else comm
-        if isinstance(comm, Communicator):
-            comm = comm.comm
-        if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
-            raise TypeError(f"expecting an mpi4py intracommunicator, got {type(comm).__name__}")
+        comm = _wrapped(comm)
         forced, override = parse_algo(settings.algo(algo))
         ub = settings.ub_transfer_bytes(ub_transfer_bytes)
         check = settings.flag(check, "check", "PYHCCL_CHECK", False)
@@ -97,17 +100,17 @@ class Communicator(NonblockingMethods):
         self._comm = comm
         self._gcomm = self._pcomm = comm.Dup()    # gathers in comm's rank order; plans in HCCL's (pyhccl.comm.placed)
         self._topo = topo
-        self.topology: Topology = comm_topology(self._pcomm, topo)
-        if not self.topology.identity:  # ranks of a node placed apart: plans run ordered server by server
-            self._pcomm = self._gcomm.Split(0, self.topology.rank)
-        self._tuning = _load_tuning(self._pcomm, settings.tuning_file(tuning), self.topology)
+        self._topology = comm_topology(self._pcomm, topo)
+        if not self._topology.identity:  # ranks of a node placed apart: plans run ordered server by server
+            self._pcomm = self._gcomm.Split(0, self._topology.rank)
+        self._tuning = _load_tuning(self._pcomm, settings.tuning_file(tuning), self._topology)
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
-        self._planner = Planner(self._pcomm, self.topology, forced, override, measured_profile(self._tuning),
+        self._planner = Planner(self._pcomm, self._topology, forced, override, measured_profile(self._tuning),
                                 settings.selector(), ub, timeout, settings.cma())
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
                                     abort_on_timeout=abort_on_timeout, gcomm=self._gcomm,
-                                    placed=None if self.topology.identity else Placed(self.topology))
+                                    placed=None if self._topology.identity else Placed(self._topology))
         self._run = self._dispatch.run
         self._off_node = False          # alloc_shared gave ordinary arrays: ranks on several nodes
 
@@ -116,6 +119,11 @@ class Communicator(NonblockingMethods):
     def comm(self) -> MPI.Intracomm:
         """The wrapped mpi4py communicator."""
         return self._comm
+
+    @property
+    def topology(self) -> Topology:  # type: ignore[override]  # MPI.Comm.topology (the MPI topology kind) is hidden
+        """This rank's place in the machine and HCCL's TopoInfo, computed once at construction."""
+        return self._topology
 
     @property
     def algo(self) -> str | None:
@@ -159,15 +167,43 @@ class Communicator(NonblockingMethods):
         return self._dispatch
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):        # not set up (an object mpi4py made without __init__): no forwarding
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(self._comm, name)
 
     def __repr__(self) -> str:
         return f"<pyhccl.Communicator rank {self._comm.Get_rank()} of {self._comm.Get_size()}>"
 
     def Dup(self, info: MPI.Info | None = None) -> Communicator:
-        """Duplicate: a pyhccl communicator over a duplicate of the wrapped one."""
-        dup = self._comm.Dup() if info is None else self._comm.Dup(info)
-        return Communicator(dup, algo=self.algo or "", ub_transfer_bytes=self.ub_transfer_bytes, topo=self._topo,
+        """Duplicate: a pyhccl communicator over a duplicate of the wrapped one, with this one's settings."""
+        return self._like(self._comm.Dup() if info is None else self._comm.Dup(info))
+
+    def Clone(self) -> Communicator:
+        """Duplicate (mpi4py's Clone): as :meth:`Dup`."""
+        return self._like(self._comm.Clone())
+
+    def Dup_with_info(self, info: MPI.Info) -> Communicator:
+        """Duplicate with ``info``: as :meth:`Dup`."""
+        return self._like(self._comm.Dup_with_info(info))
+
+    def Idup(self, info: MPI.Info | None = None) -> tuple[MPI.Intracomm, MPI.Request]:
+        """Nonblocking duplicate of the wrapped communicator: a plain mpi4py one (a pyhccl communicator is made
+        collectively; wrap it once the request completes)."""
+        return self._comm.Idup() if info is None else self._comm.Idup(info)
+
+    def Idup_with_info(self, info: MPI.Info) -> tuple[MPI.Intracomm, MPI.Request]:
+        """Nonblocking duplicate with ``info``: as :meth:`Idup`."""
+        return self._comm.Idup_with_info(info)
+
+    def Split(self, color: int = 0, key: int = 0) -> Communicator | MPI.Intracomm:
+        """Split (collective): a pyhccl communicator over the wrapped one's split, with this one's settings;
+        ``MPI.COMM_NULL`` where ``color`` is ``MPI.UNDEFINED``."""
+        part = self._comm.Split(color, key)
+        return part if part == MPI.COMM_NULL else self._like(part)
+
+    def _like(self, comm: MPI.Intracomm) -> Communicator:
+        """A pyhccl communicator over ``comm`` with this one's settings (collective over ``comm``)."""
+        return Communicator(comm, algo=self.algo or "", ub_transfer_bytes=self.ub_transfer_bytes, topo=self._topo,
                             tuning=self._tuning or "", check=self.check, timeout=self.timeout or 0,
                             abort_on_timeout=self.abort_on_timeout)
 
@@ -181,9 +217,10 @@ class Communicator(NonblockingMethods):
             self._pcomm.Free()
 
     def Free(self) -> None:
-        """Free the private duplicate (and its shared window, if any), then the wrapped communicator."""
+        """Free the private duplicate (and its shared window, if any), then the wrapped communicator's handle:
+        this object becomes ``MPI.COMM_NULL`` (the wrapped object still names the freed handle)."""
         self.release()
-        self._comm.Free()
+        MPI.Intracomm.Free(self)
 
     # -- caches and shared resources ------------------------------------------------------------
     @property
@@ -309,6 +346,16 @@ class Communicator(NonblockingMethods):
     def Barrier(self) -> None:
         """Return once every rank has entered (Barrier)."""
         self._run("Barrier")
+
+
+def _wrapped(comm: Any) -> MPI.Intracomm:
+    """The mpi4py intracommunicator a Communicator wraps (``MPI.COMM_WORLD`` for None; a Communicator's own)."""
+    comm = MPI.COMM_WORLD if comm is None else comm
+    if isinstance(comm, Communicator):
+        comm = comm.comm
+    if not isinstance(comm, MPI.Intracomm) or comm == MPI.COMM_NULL:
+        raise TypeError(f"expecting an mpi4py intracommunicator, got {type(comm).__name__}")
+    return comm
 
 
 def _load_tuning(comm: MPI.Intracomm, tuning: Any, topology: Topology) -> Tuning | None:

@@ -106,6 +106,7 @@ class Dispatcher:
         self.warm.last = None           # the full path sets last_selection and may remember a call
         refused = self.env.refused      # rank-local refusals of this call (pyhccl.comm.job.refuse)
         refused.clear()
+        self.env.after.clear()
         try:
             job = self._parse_checked(method, args) if self.check else PARSERS[method](self.env, *args)
             if isinstance(job, str):
@@ -132,6 +133,8 @@ class Dispatcher:
             if plan is None:
                 return self.fallback(method, "no pyhccl algorithm runs it", args)
             self._execute(job, plan, finish)
+            for write_back in self.env.after:
+                write_back()
         except CollectiveTimeoutError as e:
             if self.abort_on_timeout:
                 abort(self.comm, self.env.rank, e, depth=2)

@@ -22,13 +22,15 @@ __all__ = ["Env", "Job", "job_key", "shared_shape", "total", "describe", "root_i
 @dataclass(frozen=True, slots=True)
 class Env:
     """What the parsers need from the communicator: its size and rank, staging space, an allgather, and
-    ``refused``: the rank-local refusals of the call being parsed (see :func:`refuse`; the dispatcher clears it)."""
+    ``refused``: the rank-local refusals of the call being parsed (see :func:`refuse`; the dispatcher clears it);
+    ``after``: what to do once the call ran (write packed output back, :func:`output_view`; cleared alike)."""
 
     rank: int
     size: int
     stage: Callable[[np.dtype, int], np.ndarray]
     allgather: Callable[[Any], list]
     refused: list = dataclasses.field(default_factory=list)
+    after: list = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +86,8 @@ def output_view(env: Env, buf: Buffer, count: int, name: str, what: str) -> Any:
                       arr, count)
     if not writeable(arr):
         return refuse(env, ValueError(f"expecting a writable {name}, got a read-only buffer"), arr, count)
+    if buf.unpack is not None:      # a packed copy (derived datatype): written back once the call ran
+        env.after.append(buf.unpack)
     return arr[:count]
 
 

@@ -180,9 +180,9 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
     if why := mismatch(sb, rb):
         return why
     count = block_count(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
-    if inplace:
-        out = output_view(env, rb, n * count, "recvbuf", "")
-        return Job(Call("reduce_scatter", n, count, in_place=True), out.dtype, out, out, ufunc,
+    if inplace:                 # the input is staged: MPI leaves recvbuf past the result block as it was
+        whole = output_view(env, rb, n * count, "recvbuf", "")
+        return Job(Call("reduce_scatter", n, count), whole.dtype, staged(env, rb, whole), whole[:count], ufunc,
                    reduce_op_name(op), rb.device)
     out = output_view(env, rb, count, "recvbuf", "one block of sendbuf")
     out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
@@ -221,13 +221,12 @@ def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[in
     if not inplace:
         out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     dev = rb.device
-    if len(set(counts)) == 1:
-        call = Call("reduce_scatter", n, mine, in_place=inplace)
-        return Job(call, out.dtype, out if inplace else sb.array[:total], out, ufunc, reduce_op_name(op), dev)
     inp = sb.array[:total]
-    if inplace:                 # ReduceScatterV has no in-place form: stage the input
+    if inplace:                 # stage the input: MPI leaves recvbuf past the result block as it was
         inp = staged(env, rb, out)
         out = out[:mine]
+    if len(set(counts)) == 1:
+        return Job(Call("reduce_scatter", n, mine), out.dtype, inp, out, ufunc, reduce_op_name(op), dev)
     return Job(Call("reduce_scatter_v", n, counts=counts), out.dtype, inp, out, ufunc, reduce_op_name(op), dev)
 
 

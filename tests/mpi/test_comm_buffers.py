@@ -160,3 +160,46 @@ def test_types_pyhccl_does_not_run_go_to_mpi(comm, kind, dtype):
     comm.Allreduce(wrap(np.full(3, RANK + 1, dtype)), wrap(out), MPI.SUM)
     assert (out == N * (N + 1) // 2).all()
     assert comm.fallbacks == 2
+
+
+def test_derived_datatype_on_some_ranks_only():
+    """MPI matches type signatures, not datatypes: a rank may describe its buffer with a derived datatype while
+    its peers pass plain arrays. That rank runs pyhccl's plan on a packed copy (no fallback, so no rank waits in
+    MPI for peers that run the plan); strided output leaves the gaps alone."""
+    c = pyhccl.Communicator(WORLD, timeout=60, abort_on_timeout=False)
+    odd = RANK % 2 == 1 or N == 1                     # these ranks use derived datatypes
+    every = [(np.arange(6) % 5 + r).astype(np.int32) for r in range(N)]
+    strided = MPI.INT.Create_vector(6, 1, 2).Commit()         # every other int of 12
+    block = MPI.INT.Create_contiguous(6).Commit()              # 6 ints as one item
+    x = mine(6)
+    spread = np.full(12, -7, np.int32)
+    spread[::2] = x
+    out, gaps = np.zeros(6, np.int32), np.full(12, -7, np.int32)
+    c.Allreduce([spread, 1, strided] if odd else x, [gaps, 1, strided] if odd else out, MPI.SUM)
+    got = gaps[::2] if odd else out
+    assert (got == sum(every)).all() and (not odd or (gaps[1::2] == -7).all())
+    red = np.zeros(6, np.int32)
+    c.Reduce([x, 1, block] if odd else x, [red, 1, block] if odd else red, MPI.MAX, N - 1)
+    if RANK == N - 1:
+        assert (red == np.maximum.reduce(every)).all()
+    b = np.full(12, -7, np.int32)
+    if RANK == 0:
+        b[::2] = x
+    c.Bcast([b, 1, strided] if odd or RANK == 0 else b[:6], 0)
+    assert (b[::2] == every[0]).all() if odd or RANK == 0 else (b[:6] == every[0]).all()
+    assert (b[1::2] == -7).all() or not (odd or RANK == 0)
+    g = np.zeros(6 * N, np.int32)
+    c.Gather(x, [g, 1, block] if odd else g, 0)
+    if RANK == 0:
+        assert (g == np.concatenate(every)).all()
+    part = np.zeros(6, np.int32)
+    c.Scatter([np.concatenate(every), 1, block] if odd else np.concatenate(every), [part, 1, block] if odd else part, 0)
+    assert (part == every[RANK]).all()
+    assert c.fallbacks == 0
+    mixed = MPI.Datatype.Create_struct([1, 1], [0, 8], [MPI.INT, MPI.DOUBLE]).Commit()
+    two = np.zeros(4, np.float64)                   # mixed elements: every rank's call goes to MPI
+    c.Bcast([two, 1, mixed], 0)
+    assert c.fallbacks == 1
+    for t in (strided, block, mixed):
+        t.Free()
+    c.release()

@@ -186,6 +186,16 @@ class BaseCollectives:
                 form[0] = out
                 c.Allgatherv(xs[r], form)
                 self.check((dtype.name, counts, "displs", len(form)), out, want[r])
+            if len(set(counts)) == 1:           # mpi4py's int forms: every block that count, packed or strided
+                k = counts[0]
+                for form, stride in (([None, k], k), ([None, (k, k + 2), None], k + 2), ([None, k, 3 * k, None], 3 * k)):
+                    out = np.full(n * stride, 99, dtype)
+                    form[0] = out
+                    c.Allgatherv(xs[r], form)
+                    want_int = np.full(n * stride, 99, dtype)
+                    for j in range(n):
+                        want_int[j * stride:j * stride + k] = xs[j]
+                    self.check((dtype.name, k, "int count, stride", stride), out, want_int)
             out = np.zeros(size, dtype)
             out[displs[r]:displs[r] + counts[r]] = xs[r]
             c.Allgatherv(MPI.IN_PLACE, [out, (counts, displs)])
@@ -203,6 +213,7 @@ class BaseCollectives:
             buf = xs[r].copy()
             c.Reduce_scatter_block(MPI.IN_PLACE, buf, OPS[op][0])
             self.check((dtype.name, op, k, "in place"), buf[:k], want[r])
+            self.check((dtype.name, op, k, "in place: the rest as it was"), buf[k:], xs[r][k:])
         self.done()
 
     def test_reduce_scatter(self):
@@ -224,6 +235,7 @@ class BaseCollectives:
             buf = xs[r].copy()
             c.Reduce_scatter(MPI.IN_PLACE, buf, [k] * n)
             self.check(("even", k, "in place"), buf[:k], want[r])
+            self.check(("even", k, "in place: the rest as it was"), buf[k:], xs[r][k:])
         self.done()
 
     def test_alltoall(self):
@@ -255,6 +267,11 @@ class BaseCollectives:
             scounts, rcounts = list(m[r]), [m[q][r] for q in range(n)]
             c.Alltoallv([xs[r], (scounts, list(call.sdispls[r]))], [out, rcounts, list(rdispls[r]), None])
             self.check((dtype.name, "matrix", m), out, want_r)
+        for k in (0, 2):                    # mpi4py's int form: every block that count
+            xs, want = reference(Call("alltoall", n, k), DTYPES[2])
+            out = np.full(n * k, 99, DTYPES[2])
+            c.Alltoallv([xs[r], k], [out, k])
+            self.check(("int count", k), out, want[r])
         sym = tuple(tuple((a + b) % 3 for b in range(n)) for a in range(n))     # in place needs a symmetric matrix
         xs, want = reference(Call("alltoallv", n, matrix=sym), DTYPES[0])
         buf = xs[r].copy()
