@@ -78,10 +78,15 @@ class Starter:
         env = self.env
         refused = env.refused
         refused.clear()
+        env.after.clear()
         try:
             job = d._parse_checked(method, args, env) if d.check else PARSERS[method](env, *args)
             if isinstance(job, str):
                 return d.fallback(native, job, args)
+            if env.after or _derived(args):     # packed by MPI: the write-back needs the blocking call
+                env.after.clear()
+                return d.fallback(native, "a derived datatype is packed and written back around a blocking "
+                                          "call only", args)
             if job.call.data_count == 0 and job.call.op != "barrier":
                 if refused:
                     raise refused[0]
@@ -168,6 +173,12 @@ def _agree_init(env: Env, method: str, refused: list, copies: bool) -> bool:
         text = "; ".join(f"rank {r}: {e}" for r, e in bad)
         raise ValueError(f"{method}: {text} (every rank raises this; no request was made)")
     return any(c for _, c in every)
+
+
+def _derived(args: tuple) -> bool:
+    """Whether a buffer spec in ``args`` names a derived (not predefined) datatype."""
+    return any(isinstance(x, MPI.Datatype) and x != MPI.DATATYPE_NULL and not x.is_predefined
+               for a in args for x in (a if isinstance(a, (list, tuple)) else (a,)))
 
 
 def _holds(args: tuple, arr: np.ndarray) -> bool:
