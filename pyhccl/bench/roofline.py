@@ -96,6 +96,8 @@ def bound_bytes(op: str, nranks: int, size: int) -> tuple[float, float]:
         return 0.0, 2.0 * size
     if op == "scatter":
         return 0.0, 2.0 * size / n
+    if op == "batch_send_recv":         # each item's bytes read once from the sender, written once at the receiver
+        return 0.0, 2.0 * size
     raise ValueError(f"expecting a collective of pyhccl.core.call.OPS, got {op!r}")
 
 

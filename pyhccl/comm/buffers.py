@@ -127,7 +127,10 @@ def as_array(spec: Any, blocks: int = 1, name: str = "the buffer") -> Buffer | N
     if not (_is_int(count) or count is None) or not (_is_int(displ) or displ is None):
         return None
     if isinstance(datatype, MPI.Datatype) and datatype != MPI.DATATYPE_NULL and not datatype.is_predefined:
-        return _packed(obj, count, displ, datatype, blocks, name)
+        try:
+            return _packed(obj, count, displ, datatype, blocks, name)
+        except MPI.Exception:           # MPI cannot pack it (an uncommitted type, ...): the wrapped MPI's call
+            return None
     typed = _typed(obj, datatype)
     if typed is None:
         return None
