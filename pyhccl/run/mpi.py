@@ -91,7 +91,7 @@ class CompiledPlan:
         Raises:
             CollectiveTimeoutError: with ``timeout`` (seconds), a step that did not complete in time.
         """
-        if not dev.direct() and max(bufs[0].nbytes, bufs[1].nbytes) <= self.per_msg:
+        if self.step_nbytes and not dev.direct() and max(bufs[0].nbytes, bufs[1].nbytes) <= self.per_msg:
             # The whole call fits in one staged piece: copying it to the host once and running there moves the
             # same bytes with one copy each way, and saves the per-step copies, syncs and device kernels.
             dev.run_on_host(self, comm, bufs, ufunc, timeout)

@@ -12,9 +12,8 @@ from mpi4py import MPI
 
 import pyhccl
 from pyhccl import gpu
-from pyhccl.run.mpi import CompiledPlan
 
-from test_device_path import UB, exercise
+from test_device_path import UB, exercise, forbid_host_runner
 
 pytestmark = pytest.mark.mpi
 
@@ -44,13 +43,7 @@ def unwrap(d):
 
 @pytest.fixture
 def no_host_runner(monkeypatch):
-    host_run = CompiledPlan.run
-
-    def host_runner(plan, comm, bufs, *args, **kwargs):
-        if gpu.cuda_aware() or max(bufs[0].nbytes, bufs[1].nbytes) > plan.per_msg:
-            raise AssertionError("CompiledPlan.run (the host runner) used for cupy buffers")
-        return host_run(plan, comm, bufs, *args, **kwargs)          # a staged call that fits in one piece
-    monkeypatch.setattr(CompiledPlan, "run", host_runner)
+    forbid_host_runner(monkeypatch, gpu.cuda_aware, "cupy buffers")
 
 
 def test_every_op_staged(monkeypatch, no_host_runner):
