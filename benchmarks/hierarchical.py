@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
-from pyhccl.launch import emulated_hosts, launch_env, mpiexec_command  # noqa: E402
+from placement import bench_job  # noqa: E402 - benchmarks/placement.py, beside this script
 
 #: Per op, a two-level HCCL algorithm (the one HCCL's selection picks at 64 MiB on 1x2x2).
 ALGOS = {"allreduce": "CcuSchedAllReduceSequenceMeshMesh", "allgather": "CcuSchedAllGatherParallelMeshNHR",
@@ -38,19 +36,8 @@ ALGOS = {"allreduce": "CcuSchedAllReduceSequenceMeshMesh", "allgather": "CcuSche
 
 def bench(op: str, args: argparse.Namespace, out: Path) -> dict:
     """One ``python -m pyhccl.bench`` job: native, the algorithm over MPI and on @shm; its JSON."""
-    hosts, env = emulated_hosts(args.hosts, args.ranks, "block")
-    env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
     name = ALGOS[op]
-    cmd = [*mpiexec_command(), "-n", str(args.ranks), *hosts, sys.executable, "-m", "pyhccl.bench", op,
-           "--sizes", args.sizes, "-d", "float32", "-n", str(args.iters), "-w", "2", "--budget", str(args.budget),
-           "--no-inplace", "--algo", f"{name},{name}@shm", "--json", str(out)]
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=launch_env(env), cwd=REPO, timeout=args.timeout)
-    print(f"# {op}: rc {done.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
-    if done.returncode != 0:
-        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
-        return {}
-    return json.loads(out.read_text())
+    return bench_job(op, args, out, "block", op, extra=("--algo", f"{name},{name}@shm"))
 
 
 def table(results: dict, args: argparse.Namespace) -> str:

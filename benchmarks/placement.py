@@ -41,22 +41,29 @@ OPS = ("allreduce", "allgather", "reducescatter")
 RUNS = ("block", "round-robin", "flat")
 
 
-def bench(op: str, run: str, args: argparse.Namespace, out: Path) -> dict:
-    """One ``python -m pyhccl.bench`` job; its JSON (meta and rows)."""
-    hosts, env = emulated_hosts(args.hosts, args.ranks, "block" if run == "block" else "round-robin")
+def bench_job(op: str, args: argparse.Namespace, out: Path, placement: str, label: str,
+              env_extra: dict | None = None, extra: tuple[str, ...] = ()) -> dict:
+    """One ``python -m pyhccl.bench op`` job on ``args.hosts`` emulated hosts (``placement``); its JSON (meta and
+    rows), or {} when it failed (its output printed). Also used by benchmarks/hierarchical.py."""
+    hosts, env = emulated_hosts(args.hosts, args.ranks, placement)
     env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
-    if run == "flat":
-        env["PYHCCL_TOPO"] = f"1x1x{args.ranks}"
+    env.update(env_extra or {})
     cmd = [*mpiexec_command(), "-n", str(args.ranks), *hosts, sys.executable, "-m", "pyhccl.bench", op,
            "--sizes", args.sizes, "-d", "float32", "-n", str(args.iters), "-w", "2", "--budget", str(args.budget),
-           "--no-inplace", "--json", str(out)]
+           "--no-inplace", *extra, "--json", str(out)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=launch_env(env), cwd=REPO, timeout=args.timeout)
-    print(f"# {op} {run}: rc {done.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"# {label}: rc {done.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
     if done.returncode != 0:
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
         return {}
     return json.loads(out.read_text())
+
+
+def bench(op: str, run: str, args: argparse.Namespace, out: Path) -> dict:
+    """One run of ``op``: block, round-robin, or round-robin taken as one server (flat)."""
+    return bench_job(op, args, out, "block" if run == "block" else "round-robin", f"{op} {run}",
+                     {"PYHCCL_TOPO": f"1x1x{args.ranks}"} if run == "flat" else None)
 
 
 def table(results: dict, args: argparse.Namespace) -> str:
