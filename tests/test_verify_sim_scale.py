@@ -10,8 +10,9 @@ import pytest
 
 from pyhccl.core.call import Call
 from pyhccl.plan import Buf, Region, build_plan
-from pyhccl.plan.ir import Kind, Step, copy, reduce, send
+from pyhccl.plan.ir import Kind, copy, reduce, send
 from pyhccl.verify.sim import SimulationError, simulate
+from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
 
 pytestmark = pytest.mark.slow
 
@@ -23,17 +24,6 @@ LAST = N - 1            # NHR: rank 8191 receives and reduces a partial sum at s
 def allreduce():
     call = Call("allreduce", N, COUNT)
     return call, [build_plan(call, "NHR", r) for r in range(N)]
-
-
-def edit(plans, rank, step, transfers=None, local=None):
-    p = plans[rank]
-    st = p.steps[step]
-    steps = list(p.steps)
-    steps[step] = Step(st.transfers if transfers is None else tuple(transfers(st.transfers)),
-                       st.local if local is None else tuple(local(st.local)))
-    out = list(plans)
-    out[rank] = replace(p, steps=tuple(steps))
-    return out
 
 
 def test_the_plans_pass(allreduce):

@@ -24,6 +24,7 @@ from ..tune.file import NATIVE
 from .check import abort
 from .job import Env, job_key
 from .parsers import PARSERS
+from .placed import RENAMES_ONLY
 from .requests import AVAILABLE, start
 from .warm import WarmCache
 
@@ -37,10 +38,6 @@ __all__ = ["Starter", "NonblockingMethods"]
 NB_TAGS, PERSISTENT_TAGS, TAG_CYCLE = 0x5000, 0x6000, 0x1000
 #: MPI-runtime builds of ``@shm`` algorithms kept for nonblocking calls.
 MPI_PLANS_KEPT = 64
-
-
-#: Ops whose relabelling into HCCL's numbering (pyhccl.comm.placed) renames ranks only: no staging.
-_RELABELLED = frozenset({"allreduce", "barrier", "reduce", "broadcast", "all_gather_v", "alltoallv"})
 
 
 def _fresh(dtype: np.dtype, count: int) -> np.ndarray:
@@ -93,7 +90,7 @@ class Starter:
                 return getattr(d.comm, native)(*args)               # nothing to move: MPI's empty request
             key = job_key(job)          # in the communicator's ranks, as the check compared it
             if d.placed is not None:    # a non-block placement: plans run in HCCL's numbering
-                if job.call.op not in _RELABELLED:
+                if job.call.op not in RENAMES_ONLY:
                     return d.fallback(native, "under this placement the op's blocks are staged into HCCL's "
                                               "order around each call, which a request does not do", args)
                 job, _ = d.placed(job)

@@ -20,7 +20,10 @@ from ..run.pool import ScratchPool
 from ..topo import Topology
 from .job import Job
 
-__all__ = ["Placed"]
+__all__ = ["Placed", "RENAMES_ONLY"]
+
+#: Ops whose relabelling renames ranks only (roots, counts, displacements): nothing staged around the run.
+RENAMES_ONLY = frozenset({"allreduce", "barrier", "reduce", "broadcast", "all_gather_v", "alltoallv"})
 
 #: A copy after the run (staged blocks back into the user's buffer), or None.
 Finish = Callable[[], None] | None
