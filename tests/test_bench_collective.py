@@ -49,7 +49,10 @@ def test_wrong_data_is_counted_and_exits_1(monkeypatch, capsys):
 
     monkeypatch.setattr(pyhccl.Communicator, "Allgather", corrupt)
     assert main(["allgather", *QUICK], MPI.COMM_SELF) == 1
-    assert "# Out of bounds values : 2 FAILED" in capsys.readouterr().out    # out of place and in place
+    out = capsys.readouterr().out               # out of place and in place, of HCCL's choice and the fast one
+    assert "# Out of bounds values : 4 FAILED" in out
+    labels = [w for line in out.splitlines() if line[:1] == " " for w in line.split() if w[:5] in ("auto:", "fast:")]
+    assert labels == ["auto:AicpuAllGatherSoleMesh", "fast:Mesh@shm"]
 
 
 @pytest.mark.parametrize("argv, match", [

@@ -32,6 +32,7 @@ _MPI_OPS = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
 _UFUNCS = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 _PROGRESS_SECONDS = 5.0
 _TUNED = "@tuned"                # the communicator with --tuning's file
+_FAST = "@fast"                  # the default communicator: pyhccl's fast paths priced by the machine profile
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,10 @@ def run(name: str, comm: MPI.Intracomm, argv: Sequence[str] | None = None) -> tu
 
 
 def _algo_help(op: str) -> str:
-    return (f"algorithms, comma-separated: auto (HCCL's selection), all (pyhccl's templates and every HCCL "
-            f"name eligible for the topology), templates, hccl, or names: {', '.join(flat_names(op))} or HCCL's "
-            f"names; default auto")
+    return (f"algorithms, comma-separated: auto (HCCL's selection, as PYHCCL_PROFILE=hccl), fast (the default "
+            f"communicator: pyhccl's fast paths priced by the machine profile), all (pyhccl's templates and every "
+            f"HCCL name eligible for the topology), templates, hccl, or names: {', '.join(flat_names(op))} or "
+            f"HCCL's names; default auto,fast")
 
 
 def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec) -> dict[str, Communicator]:
@@ -119,6 +121,13 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
         key = token.lower()
         if key == "auto":
             names = [""]
+        elif key == "fast":
+            if _FAST not in out:
+                try:
+                    out[_FAST] = Communicator(comm, topo=args.topo, tuning="", profile="auto")
+                except ValueError as e:
+                    raise UsageError(f"--algo fast: {e}") from None
+            continue
         elif key in ("all", "templates", "hccl"):
             names = _eligible(op, key, args, comm, topo)
         else:
@@ -131,7 +140,8 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
             if a in out:
                 continue
             try:                      # with a tuning file in play, "auto" is HCCL's profile
-                out[a] = Communicator(comm, algo=a or "", topo=args.topo, tuning="" if profiles else None)
+                out[a] = Communicator(comm, algo=a or "", topo=args.topo, tuning="" if profiles else None,
+                                      profile="hccl")
             except ValueError as e:
                 if key in ("all", "templates", "hccl"):
                     continue                  # the communicator does not take this name for forcing
@@ -142,10 +152,10 @@ def _communicators(op: str, args: BenchArgs, comm: MPI.Intracomm, topo: TopoSpec
         except ValueError as e:
             raise UsageError(f"--tuning (default PYHCCL_TUNING_FILE): {e}") from None
     first = next(iter(out.values()), None)
-    shm = any(parse_algo_ref(a).shm for a in out if a != _TUNED)
-    for pc in out.values():           # one scratch for all: they run one at a time (30 x 64 MiB would not fit)
+    shm = any(parse_algo_ref(a).shm for a in out if a not in (_TUNED, _FAST))
+    for a, pc in out.items():         # one scratch for all: they run one at a time (30 x 64 MiB would not fit)
         pc.share_scratch(first)
-        if shm:                       # and one shared window
+        if shm and a != _FAST:        # and one shared window (the fast one keeps the engine it measured on)
             pc.share_window(first)
     return out
 
@@ -239,7 +249,8 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
             res[ip] = (t, wrong if t is not None or not ip else None)
         t, wrong = res[False]
         t_ip, ip_wrong = res.get(True, (None, None))
-        label = f"tuned:{_selected(pc)}" if algo == _TUNED else algo or f"auto:{_selected(pc)}"
+        label = {_TUNED: "tuned:", _FAST: "fast:"}.get(algo, "" if algo else "auto:")
+        label = label + _selected(pc) if label else algo
         rows.append(Row(size, count * (n if bop.block else 1), dname, redop, args.root if spec.rooted else -1,
                         _us(t), _gbs(size, t), _gbs(size, t, bw), wrong,
                         _us(t_ip), _gbs(size, t_ip), _gbs(size, t_ip, bw), ip_wrong,

@@ -20,7 +20,7 @@ from ..run.base import Runner
 from ..run.mpi import compile_plan
 from ..run.timeout import allgather_timed
 from ..run.shm import OPS as SHM_OPS
-from ..run.shm import HierRunner, ShmRunner, compile_hier, compile_shm, node_engine, shm_engine
+from ..run.shm import HierRunner, OneShotRunner, ShmRunner, compile_hier, compile_shm, node_engine, one_shot, shm_engine
 from ..select import Selection, SelectionError, normalize_op, parse_override, select_for
 from ..topo import Topology
 from ..select import Profile
@@ -192,12 +192,16 @@ class Planner:
         """Whether the ranks span several nodes (``@shm`` then runs hierarchically); collective the first time."""
         if self._several is None:
             try:
-                shm_engine(self.comm, self.cma)
+                self.engine()
                 self._several = False
             except ValueError:              # raised alike on every rank: not all on one node
                 self._several = True
                 node_engine(self.comm)
         return self._several
+
+    def engine(self):
+        """The shared-memory engine of this communicator (collective on first use; ValueError off one node)."""
+        return shm_engine(self.comm, self.cma)
 
     def build(self, job: Job, ref: AlgoRef) -> Runner:
         """The runnable plan of ``ref`` for this rank's part of ``job``."""
@@ -208,9 +212,11 @@ class Planner:
                      for r in range(call.nranks)]
             alias = call.in_place or call.op == "broadcast"
             return HierRunner(compile_hier(plans, rank, ne.node, ne.local, job.dtype.itemsize, alias), ne)
+        if ref.shm and one_shot(call, name, job.dtype.itemsize):      # one flag barrier on double-buffered slots
+            return OneShotRunner(call, rank, job.dtype.itemsize, self.engine())
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
-            eng = shm_engine(self.comm, self.cma)
+            eng = self.engine()
             return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma_for(call, job.dtype.itemsize)),
                              eng)
         # rooted ops (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm

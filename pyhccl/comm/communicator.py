@@ -24,6 +24,7 @@ from ..select import Selection
 from ..topo import Topology, comm_topology
 from ..tune.file import Tuning, TuningError, load_tuning_cached
 from ..tune.profile import measured_profile
+from .probe import auto_profile
 from .agree import Planner, parse_algo
 from .dispatch import Dispatcher
 from .placed import Placed
@@ -62,6 +63,11 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
         tuning: a tuning file (path or :class:`pyhccl.tune.Tuning`) measured on this machine:
             selection uses its measured profile (docs/tuning.md); default ``PYHCCL_TUNING_FILE``,
             "" for none. A file of another topology or rank count raises TuningError on every rank.
+        profile: how selection prices algorithms when no tuning file is given: ``"auto"`` (pyhccl's fast
+            paths on one node, priced by a machine profile measured once per layout and cached,
+            :mod:`pyhccl.comm.probe`; docs/performance.md) or ``"hccl"`` (HCCL's own selection and
+            pricing). Default ``PYHCCL_PROFILE``, else ``"auto"``. Ranks on several nodes, a forced
+            algorithm or PYHCCL_ALGO text select as with ``"hccl"``.
         check: before every collective, one small allreduce checks that all ranks make the same
             call (method, dtype, count, root, reduce op, algorithm); a difference raises ValueError
             on every rank naming the ranks and their values. Default ``PYHCCL_CHECK`` (1/0), else off.
@@ -90,8 +96,10 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
 
     def __init__(self, comm: MPI.Intracomm | None = None, *, algo: str | None = None,
                  ub_transfer_bytes: int | None = None, topo: Any = None, tuning: Any = None,
-                 check: bool | None = None, timeout: float | None = None, abort_on_timeout: bool | None = None) -> None:
+                 profile: str | None = None, check: bool | None = None, timeout: float | None = None,
+                 abort_on_timeout: bool | None = None) -> None:
         comm = _wrapped(comm)
+        self._mode = mode = settings.profile_mode(profile)
         forced, override = parse_algo(settings.algo(algo))
         ub = settings.ub_transfer_bytes(ub_transfer_bytes)
         check = settings.flag(check, "check", "PYHCCL_CHECK", False)
@@ -108,6 +116,8 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._planner = Planner(self._pcomm, self._topology, forced, override, measured_profile(self._tuning),
                                 settings.selector(), ub, timeout, settings.cma())
+        if self._tuning is None and forced is None and override is None and mode == "auto":
+            self._planner.profile = auto_profile(self._pcomm, self._planner, self._topology)
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,
                                     abort_on_timeout=abort_on_timeout, gcomm=self._gcomm,
                                     placed=None if self._topology.identity else Placed(self._topology))
@@ -204,7 +214,7 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
     def _like(self, comm: MPI.Intracomm) -> Communicator:
         """A pyhccl communicator over ``comm`` with this one's settings (collective over ``comm``)."""
         return Communicator(comm, algo=self.algo or "", ub_transfer_bytes=self.ub_transfer_bytes, topo=self._topo,
-                            tuning=self._tuning or "", check=self.check, timeout=self.timeout or 0,
+                            tuning=self._tuning or "", profile=self._mode, check=self.check, timeout=self.timeout or 0,
                             abort_on_timeout=self.abort_on_timeout)
 
     def release(self) -> None:

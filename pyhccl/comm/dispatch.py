@@ -81,6 +81,8 @@ class Dispatcher:
         if warm is None:
             return self._full(method, args)
         self.last_selection = warm.selection
+        if warm.go is not None:         # the plan bound to these very arrays
+            return warm.go()
         if warm.native is not None:     # the measured profile chose native MPI
             return warm.native(*args)
         job, plan = warm.job, warm.plan
@@ -127,7 +129,7 @@ class Dispatcher:
                                  "finished the call)") from refused[0]
             if (plan is not None or native) and not job.device and not self.check and finish is None:
                 self.warm.remember(method, args, job, plan, self.last_selection,
-                                   getattr(self.comm, method) if plan is None else None)
+                                   getattr(self.comm, method) if plan is None else None, self.timeout is None)
             if native:
                 return getattr(self.comm, method)(*args)          # the measured profile chose native MPI
             if plan is None:

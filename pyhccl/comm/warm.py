@@ -28,11 +28,13 @@ class WarmCall:
     ``native`` is the wrapped communicator's bound method) and the selection. ``writable``: the arrays
     the call writes (its output's memory); one made read-only since takes the full path, which refuses it."""
 
-    __slots__ = ("method", "args", "arrays", "writable", "job", "plan", "selection", "native", "key")
+    __slots__ = ("method", "args", "arrays", "writable", "job", "plan", "selection", "native", "key", "go")
 
     def __init__(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
-                 native: Callable | None) -> None:
+                 native: Callable | None, bound: bool = False) -> None:
         self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, selection
+        #: the plan bound to these arrays, a call of no arguments (runners that offer ``bind``), else None
+        self.go = plan.bind(job.inp, job.out, job.ufunc) if bound and hasattr(plan, "bind") else None
         self.arrays = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
         self.writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and job.out.size
                               and np.may_share_memory(a, job.out))
@@ -77,9 +79,10 @@ class WarmCache:
         return hit
 
     def remember(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
-                 native: Callable | None) -> None:
+                 native: Callable | None, bound: bool = False) -> None:
         """Remember a call whose arguments are arrays, IN_PLACE, ints or ops, and whose job works on them.
 
+        ``bound``: bind the plan to the arrays where it can (no timeout: a bound call waits without one).
         Calls whose parser copies into staging space (in-place forms of AlltoAll(V), Allgatherv,
         ReduceScatter(V)), or runs on a staged output, always take the full path.
         """
@@ -87,7 +90,7 @@ class WarmCache:
         if any(b.size and not any(np.may_share_memory(b, a) for a in arrays) for b in (job.inp, job.out)):
             return
         if all(type(a) is np.ndarray or a is MPI.IN_PLACE or isinstance(a, (int, MPI.Op)) for a in args):
-            warm = WarmCall(method, args, job, plan, selection, native)
+            warm = WarmCall(method, args, job, plan, selection, native, bound)
             self.recent[warm.key] = warm
             if len(self.recent) > RECENT:
                 self.recent.popitem(last=False)

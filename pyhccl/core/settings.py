@@ -20,6 +20,8 @@ variable; a bad value raises ValueError naming the variable (or argument) and wh
 | PYHCCL_CUDA_AWARE | :func:`cuda_aware` |
 | PYHCCL_MPIEXEC | :func:`mpiexec` |
 | PYHCCL_CMA | :func:`cma` |
+| PYHCCL_PROFILE | :func:`profile_mode` |
+| PYHCCL_CACHE_DIR (XDG_CACHE_HOME) | :func:`cache_dir` |
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Mapping
 
 __all__ = ["UB_TRANSFER_BYTES", "env", "algo", "ub_transfer_bytes", "ub_transfer_bytes_set", "timeout_seconds",
            "flag", "tuning_file", "selector_mode", "expansion_mode", "tuner_plugin", "topo_source", "super_pod_servers",
-           "cuda_aware", "mpiexec", "cma", "selector", "selection"]
+           "cuda_aware", "mpiexec", "cma", "selector", "selection", "PROFILES", "profile_mode", "cache_dir"]
 
 #: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
 #: the UB protocol's largest single transfer; pyhccl uses it as its message size.
@@ -190,6 +192,32 @@ def cma(value: bool | None = None) -> bool:
         ValueError: a variable that is not one of the accepted words.
     """
     return flag(value, "cma", "PYHCCL_CMA", True)
+
+
+#: PYHCCL_PROFILE's values: ``auto`` prices pyhccl's fast paths with a machine profile measured once per
+#: layout (docs/performance.md); ``hccl`` keeps HCCL's own selection and pricing (for studies of HCCL's choices).
+PROFILES = ("auto", "hccl")
+
+
+def profile_mode(value: str | None = None) -> str:
+    """How a Communicator with no tuning file selects: ``value``, else ``PYHCCL_PROFILE``, else ``"auto"``.
+
+    Raises:
+        ValueError: not one of :data:`PROFILES`.
+    """
+    src = "profile" if value is not None else "PYHCCL_PROFILE"
+    mode = (value if value is not None else env("PYHCCL_PROFILE") or "auto").strip().lower()
+    if mode not in PROFILES:
+        raise ValueError(f"expecting {src} to be one of {', '.join(PROFILES)} (auto: pyhccl's fast paths priced by "
+                         f"a machine profile; hccl: HCCL's own selection), got {mode!r}")
+    return mode
+
+
+def cache_dir() -> str:
+    """Where pyhccl keeps what it measured: ``PYHCCL_CACHE_DIR``, else ``$XDG_CACHE_HOME/pyhccl``, else
+    ``~/.cache/pyhccl``."""
+    return env("PYHCCL_CACHE_DIR") or os.path.join(
+        env("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pyhccl")
 
 
 def selector(mode: str | None = None, expansion: str | None = None, tuner: str | None = None) -> dict[str, Any]:

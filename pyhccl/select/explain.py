@@ -34,8 +34,8 @@ def _us(v: float | None) -> str:
 
 def _measured_table(res) -> list[str]:
     """The measured profile's table: the fit's price, the price used, and where it came from."""
-    out = ["measured profile (tuning file): fit = the fitted cost model on the plan's counts; "
-           "cost = the measured time where the file has points around this size, else the fit (us)",
+    out = ["measured profile: fit = a tuning file's fitted cost model on the plan's counts; cost = the price "
+           "used: measured where the profile has points around this size, else the fit (us)",
            f"  {'algorithm':<44} {'engine':<9} {'fit':>10} {'cost':>10}  cost from"]
     for r in res.rows:
         if not r.filtered:

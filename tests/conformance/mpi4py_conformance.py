@@ -40,7 +40,10 @@ MODULES = ("test_cco_buf", "test_cco_buf_inter", "test_cco_nb_buf", "test_cco_ve
            "test_cco_obj", "test_cco_pr_buf", "test_cco_pr_vec")
 OUTCOMES = ("passed", "failed", "skipped", "crash", "hang")
 #: MPICH busy-polls while a rank waits; with more ranks than cores heavy yield makes the wait sleep.
-YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")}
+#: pyhccl's communicators are the default ones users get (PYHCCL_PROFILE=auto: the fast paths on one node),
+#: whatever the calling test session set; ``PYHCCL_CONFORMANCE_PROFILE=hccl`` checks HCCL's selection instead.
+YIELD = {"MPIR_CVAR_ENABLE_HEAVY_YIELD": os.environ.get("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1"),
+         "PYHCCL_PROFILE": os.environ.get("PYHCCL_CONFORMANCE_PROFILE", "auto")}
 
 
 class FetchError(RuntimeError):

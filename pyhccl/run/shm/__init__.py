@@ -13,6 +13,9 @@ and reduce a peer's HBM (HCCL's Mesh templates over ``MemSemantic`` links).
   :class:`~pyhccl.run.base.Runner`);
 * :mod:`.hier` — :class:`HierRunner`: on several nodes, the same plan with the node's peers read
   from the node's window and the other nodes' over MPI (:func:`node_engine`, :func:`compile_hier`).
+* :mod:`.flags` — the node barrier every runner here waits at: sequence flags in shared memory;
+* :mod:`.oneshot` — :class:`OneShotRunner`: the one-step Mesh templates on double-buffered shared
+  slots, one flag barrier a call (small calls: :func:`one_shot` says which);
 * :mod:`.cma` — cross-memory attach (``process_vm_readv``): with ``shm_engine(comm, cma=True)``
   where it works on every rank (:attr:`ShmEngine.cma`), plans compiled with ``cma=True`` read
   peers' ordinary arrays in place instead of copying them through the window
@@ -30,6 +33,8 @@ from .compile import OPS, ShmPlan, compile_shm
 from .engine import KEYVAL, NodeEngine, ShmEngine, adopt_engine, node_engine, release_engine, shm_engine
 from .execute import ShmRunner
 from .hier import HierPlan, HierRunner, compile_hier
+from .oneshot import OneShotRunner, one_shot
 
 __all__ = ["KEYVAL", "OPS", "ShmEngine", "ShmPlan", "ShmRunner", "adopt_engine", "compile_shm", "release_engine",
-           "shm_engine", "NodeEngine", "node_engine", "HierPlan", "HierRunner", "compile_hier"]
+           "shm_engine", "NodeEngine", "node_engine", "HierPlan", "HierRunner", "compile_hier",
+           "OneShotRunner", "one_shot"]

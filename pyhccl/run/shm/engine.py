@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,8 @@ from mpi4py import MPI
 
 from ..timeout import wait_pending
 from . import cma as _cma
+from .flags import FlagBarrier
+from .oneshot import Slots
 
 __all__ = ["KEYVAL", "HEADER", "CMA_MIN_BYTES", "ShmEngine", "shm_engine", "adopt_engine", "release_engine",
            "NodeEngine", "node_engine"]
@@ -45,6 +48,8 @@ _GENERATIONS = itertools.count(1)
 #: Node barriers a timeout left pending that never completed: MPI forbids freeing an active
 #: collective request, so they are kept for the life of the process.
 _ABANDONED: list[MPI.Request] = []
+#: :attr:`ShmEngine.stalled` after a flag barrier timed out (nothing is left pending in MPI then).
+_FLAGS_STALLED = "a node barrier on flags"
 
 
 class ShmEngine:
@@ -77,10 +82,12 @@ class ShmEngine:
         self.heads: list[np.ndarray] = []   # per rank, its header (HEADER): 6 int64
         self.heaps: dict[int, _Heap] = {}   # alloc() memory by id (ids never reused: a freed one never matches)
         self._heap_ids = itertools.count(1)
-        self.stalled: MPI.Request | None = None
+        self.stalled: MPI.Request | str | None = None
         self._stall_s = 0.0
         self.cma = bool(comm.allreduce(bool(cma), op=MPI.LAND)) and _cma.probe(node)
         self.pids: list[int] = node.allgather(os.getpid()) if self.cma else []
+        self.flags = FlagBarrier(node)
+        self.slots = Slots()                # the one-shot runner's (:mod:`.oneshot`), made on first use
         self._bounce: np.ndarray | None = None
 
     def reserve(self, nbytes: int, timeout: float | None = None) -> bool:
@@ -124,20 +131,17 @@ class ShmEngine:
         return self._bounce
 
     def sync(self, timeout: float | None = None) -> bool:
-        """Make every rank's stores to the window visible to all: Win.Sync, node barrier, Win.Sync.
+        """Make every rank's stores to the window visible to all: a node barrier on shared flags (:mod:`.flags`).
 
-        With ``timeout`` the barrier is an Ibarrier waited that long; False when some rank did
-        not arrive in time (the barrier stays pending in :attr:`stalled`; a late rank that
-        catches up with its own ``sync(timeout)`` completes it). MPI matches an Ibarrier only
-        with Ibarriers: every rank passes a timeout, or none does.
+        With ``timeout`` the barrier is waited that long; False when some rank did not arrive in time
+        (the engine is then :attr:`stalled`; a late rank that catches up with its own ``sync`` goes on).
         """
-        self.win.Sync()
         if timeout is None:
-            self.comm.Barrier()
-        elif not self._meet(timeout):
-            return False
-        self.win.Sync()
-        return True
+            return self.flags.wait()
+        if self.flags.wait(time.monotonic() + timeout):
+            return True
+        self.stalled = self.stalled or _FLAGS_STALLED
+        return False
 
     def _meet(self, timeout: float) -> bool:
         """A node barrier waited ``timeout`` seconds; on expiry kept pending in :attr:`stalled`."""
@@ -191,7 +195,7 @@ class ShmEngine:
         A node barrier a timeout left pending gets as long again to complete (the late ranks
         catching up), else it is abandoned.
         """
-        if self.stalled is not None:
+        if isinstance(self.stalled, MPI.Request):
             if wait_pending([self.stalled], self._stall_s):
                 _ABANDONED.append(self.stalled)
             self.stalled = None
@@ -200,6 +204,8 @@ class ShmEngine:
             self.win.Free()
         for h in self.heaps.values():
             h.free()
+        self.flags.free()
+        self.slots.free()
         self.heaps = {}
         self.win, self.segments, self.heads, self.nbytes = None, [], [], 0
         self.comm.Free()

@@ -1,0 +1,136 @@
+"""The machine profile of a Communicator: looked up in the cache, else measured (about a second, collective).
+
+pyhccl's fast paths on one node (:data:`FAST`) are the shared-memory engine's: the one-shot Mesh on
+double-buffered slots for small calls (:mod:`pyhccl.run.shm.oneshot`) and the plans' programs with
+cross-memory attach for large ones. Where an op has more than one, their crossover depends on the
+machine, so the candidates are timed here at a few sizes on this very layout (every rank at once,
+the slowest rank's mean) and the times kept in a :class:`pyhccl.tune.auto.AutoProfile`, cached in
+the user's cache directory (``PYHCCL_CACHE_DIR``) under a key of host, MPI library, layout and
+cores. A later Communicator on the same layout reads the file; ``python -m pyhccl.tune --refresh``
+measures again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+from mpi4py import MPI
+
+from ..algo.names import parse_algo_ref
+from ..core import settings
+from ..core.call import HCCL_OPS, Call
+from ..run.shm.oneshot import ONE_SHOT_MAX_BYTES
+from ..topo import Topology
+from ..tune.auto import AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path, save_profile
+from .agree import Planner
+from .job import Job
+
+__all__ = ["FAST", "SIZES", "auto_profile", "measure"]
+
+log = logging.getLogger("pyhccl")
+
+#: Per HCCL op, pyhccl's fast paths on one node and the largest HCCL data size each takes (0: any).
+#: Measured on the 2-core machine (benchmarks/results/fast/): the one-shot wins small AllReduces,
+#: MeshTwoShot with cross-memory attach large ones; the one-step Mesh is the fastest of the other ops.
+FAST: dict[str, tuple[tuple[str, int], ...]] = {
+    "AllReduce": (("MeshOneShot@shm", ONE_SHOT_MAX_BYTES), ("MeshTwoShot@shm", 0)),
+    "AllGather": (("Mesh@shm", 0),),
+    "ReduceScatter": (("Mesh@shm", 0),),
+    "Broadcast": (("Mesh@shm", 0),),
+    "AlltoAll": (("Mesh@shm", 0),),
+}
+#: HCCL data sizes (bytes) the candidates of an op with several are timed at.
+SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20)
+#: Seconds one block of a (size, candidate) measurement aims at, and its bounds on iterations; blocks
+#: timed (the fastest block's mean counts: a slow spell of a shared machine spoils one block, not the price).
+_BUDGET_S, _MIN_ITERS, _MAX_ITERS, _BLOCKS = 0.004, 3, 200, 3
+
+
+def auto_profile(pcomm: MPI.Intracomm, planner: Planner, topology: Topology, refresh: bool = False) -> AutoProfile | None:
+    """This layout's machine profile: cached, else measured now (collective over ``pcomm``); None when the
+    ranks span several nodes (the fast paths need one node; HCCL's selection then)."""
+    if planner.several_nodes():
+        return None
+    eng = planner.engine()
+    key_text = (f"{pcomm.Get_size()} ranks on one node, topology {topology.spec.to_text()}, "
+                f"cross-memory attach {'on' if eng.cma else 'off'}, fast paths {sorted(FAST.items())}")
+    host, mpi = MPI.Get_processor_name(), MPI.Get_library_version().splitlines()[0].strip()
+    key = profile_key(host, mpi, key_text, _cores(), "1")
+    path = profile_path(settings.cache_dir(), key)
+    cached = None
+    if not refresh:
+        try:
+            cached = load_profile(path, key)
+        except ProfileError as e:
+            log.warning("pyhccl: %s; measuring again", e)
+    if pcomm.allreduce(cached is not None, op=MPI.LAND):
+        return cached
+    layout = f"{host}, {mpi}, {pcomm.Get_size()} ranks, topology {topology.spec.to_text()}, {_cores()} cores"
+    prof = measure(pcomm, planner, key, layout)
+    saved = ""
+    if pcomm.Get_rank() == 0:
+        try:
+            saved = save_profile(prof, path).path
+        except OSError as e:                # a read-only home: the profile lives in memory only
+            log.warning("pyhccl: cannot cache the machine profile at %s (%s)", path, e)
+    return dataclasses.replace(prof, path=pcomm.bcast(saved))     # every rank's the same
+
+
+def measure(pcomm: MPI.Intracomm, planner: Planner, key: str, layout: str) -> AutoProfile:
+    """Time every op's candidates at :data:`SIZES` where it has several (collective): the profile.
+
+    At each size the candidates are timed in turn, block after block, and each keeps its fastest
+    block: a slow spell of a shared machine then spoils a block of each, not one candidate's price.
+    """
+    start = time.perf_counter()
+    n, rank = pcomm.Get_size(), pcomm.Get_rank()
+    cands = []
+    for op, paths in FAST.items():
+        pts: dict[str, list[tuple[int, float]]] = {name: [] for name, _ in paths}
+        for size in SIZES if len(paths) > 1 else ():
+            timers = {name: _timer(pcomm, planner, op, name, size, n, rank) for name, most in paths
+                      if not most or size <= most}
+            best = {name: float("inf") for name in timers}
+            for _ in range(_BLOCKS):
+                for name, t in timers.items():
+                    best[name] = min(best[name], t())
+            for name in timers:
+                pts[name].append((size, pcomm.allreduce(best[name], op=MPI.MAX)))
+        cands += [Candidate(op, name, most, tuple(pts[name])) for name, most in paths]
+    took = pcomm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+    return AutoProfile(key, layout, tuple(cands), round(took, 3), datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+
+def _timer(pcomm: MPI.Intracomm, planner: Planner, op: str, name: str, nbytes: int, n: int, rank: int):
+    """A function of no arguments timing a block of ``name`` for ``op`` at HCCL data size ``nbytes`` (float32
+    sum): its mean seconds on this rank (the block's iterations are the same on every rank)."""
+    kind = HCCL_OPS[op]
+    call = Call(kind, n, max(1, nbytes // 4), 0) if kind == "broadcast" else Call(kind, n, max(1, nbytes // 4))
+    inp = np.ones(call.input_count(rank), np.float32)
+    out = np.empty(call.output_count(rank), np.float32)
+    runner = planner.build(Job(call, np.dtype(np.float32), inp, out, np.add, "sum"), parse_algo_ref(name))
+    bufs = (inp, out, np.empty(runner.scratch_count, np.float32))
+
+    def go(k: int) -> float:
+        pcomm.Barrier()
+        t = time.perf_counter()
+        for _ in range(k):
+            runner.run(pcomm, bufs, np.add)
+        return (time.perf_counter() - t) / k
+
+    go(2)
+    once = pcomm.allreduce(go(1), op=MPI.MAX)
+    iters = int(min(_MAX_ITERS, max(_MIN_ITERS, _BUDGET_S / max(once, 1e-7))))
+    return lambda: go(iters)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

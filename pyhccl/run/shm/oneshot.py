@@ -1,0 +1,195 @@
+"""The one-shot Mesh schedule on shared slots: small collectives with one flag barrier and no MPI call.
+
+HCCL's one-shot Mesh templates (``AllReduceMeshOneShot``, the one-step Mesh of AllGather,
+ReduceScatter, Broadcast and AlltoAll; templates.md) are one step: every rank loads the blocks
+it needs straight from every peer and reduces them locally. On one node that step is: copy this
+rank's input into its slot of a shared window, one node barrier on sequence flags
+(:mod:`.flags`), then read the peers' slots. Slots are double-buffered by the barrier's parity,
+so no barrier is needed after the reads: a rank writes the same slot again two barriers later,
+when every peer has entered the barrier after the one whose slots it read, i.e. is done
+reading. Every rank reduces the ranks' blocks in rank order, so all ranks get the same bits.
+
+:class:`OneShotRunner` is a :class:`~pyhccl.run.base.Runner`; :func:`one_shot` says which
+calls it runs. The slots live in the engine (:meth:`Slots.reserve`, collective, grown when a
+call needs more).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from mpi4py import MPI
+
+from ...algo.names import AlgoRef, Runtime
+from ...core.call import Call
+from ..timeout import CollectiveTimeoutError
+
+__all__ = ["OneShotRunner", "Slots", "ONE_SHOT", "ONE_SHOT_MAX_BYTES", "one_shot"]
+
+#: The one-step Mesh template of each op this runner runs (pyhccl's names; templates.md).
+ONE_SHOT = {"allreduce": "MeshOneShot", "all_gather": "Mesh", "reduce_scatter": "Mesh", "broadcast": "Mesh",
+            "alltoall": "Mesh"}
+#: The largest input (bytes per rank) run on the slots; larger calls run the plan's program on the window
+#: (every rank's two slots of that size would otherwise stay allocated).
+ONE_SHOT_MAX_BYTES = 1 << 20
+#: Ops whose in-place form the runner takes (the input is the output, read before any write).
+_IN_PLACE_OK = frozenset({"allreduce", "broadcast"})
+
+
+def one_shot(call: Call, name: str, itemsize: int) -> bool:
+    """Whether :class:`OneShotRunner` runs ``call`` for template ``name``: the op's one-step Mesh, inputs of at
+    most ONE_SHOT_MAX_BYTES, not in place except where the input is read once before the output is written."""
+    return ONE_SHOT.get(call.op) == name and (not call.in_place or call.op in _IN_PLACE_OK) \
+        and call.counts is None and call.input_count(0) * itemsize <= ONE_SHOT_MAX_BYTES
+
+
+class Slots:
+    """Every rank's two slots (barrier parity x rank x bytes) in one shared window of a node communicator."""
+
+    def __init__(self) -> None:
+        self.win: MPI.Win | None = None
+        self.nbytes = 0
+        self.array: np.ndarray | None = None
+        self.generation = 0
+
+    def reserve(self, node: MPI.Intracomm, nbytes: int) -> None:
+        """Make every slot at least ``nbytes`` (collective over ``node``: every rank asks for the same)."""
+        if nbytes <= self.nbytes:
+            return
+        nbytes = max(-(-nbytes // 64) * 64, 2 * self.nbytes, 4096)
+        self.free()
+        size = node.Get_size()
+        total = 2 * size * nbytes
+        self.win = MPI.Win.Allocate_shared(total if node.Get_rank() == 0 else 0, 1, comm=node)
+        self.win.Lock_all(MPI.MODE_NOCHECK)
+        buf, _ = self.win.Shared_query(0)
+        self.array = np.frombuffer(buf, np.uint8, total).reshape(2, size, nbytes)
+        self.nbytes = nbytes
+        self.generation += 1
+
+    def free(self) -> None:
+        """Free the window (collective over the node communicator it was made on)."""
+        if self.win is not None:
+            self.win.Unlock_all()
+            self.win.Free()
+        self.win, self.array, self.nbytes = None, None, 0
+
+
+class OneShotRunner:
+    """One rank's one-shot Mesh collective on an engine's slots and flags (a :class:`~pyhccl.run.base.Runner`).
+
+    Args:
+        call: the call (:func:`one_shot` holds).
+        rank: this rank.
+        itemsize: bytes per element.
+        engine: the node's :class:`~.engine.ShmEngine` (its node communicator, flags and slots).
+    """
+
+    scratch_count = 0
+
+    def __init__(self, call: Call, rank: int, itemsize: int, engine: Any) -> None:
+        if not one_shot(call, ONE_SHOT.get(call.op, ""), itemsize):
+            raise ValueError(f"expecting a call the one-shot runner takes ({', '.join(ONE_SHOT)}, not in place "
+                             f"except allreduce and broadcast, inputs up to {ONE_SHOT_MAX_BYTES} bytes), got "
+                             f"{call.op} of {call.input_count(0) * itemsize} bytes (in_place={call.in_place})")
+        self.call, self.rank, self.itemsize, self.engine = call, rank, itemsize, engine
+        n = call.nranks
+        self.block = call.count                                                   # elements per block
+        self.slot_count = call.input_count(rank)                                  # same on every rank
+        self.nbytes = max(call.input_count(r) for r in range(n)) * itemsize
+        self._views: tuple | None = None
+
+    def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
+        """Execute with ``(input, output, scratch)`` arrays of one dtype (``input`` is ``output`` in place).
+
+        Raises:
+            CollectiveTimeoutError: with ``timeout`` (seconds), some rank of the node did not reach the barrier.
+        """
+        eng = self.engine
+        slots = eng.slots
+        if slots.nbytes < self.nbytes:
+            slots.reserve(eng.comm, self.nbytes)
+        v = self._views
+        dtype = bufs[1].dtype
+        if v is None or v[0] != slots.generation or v[1] is not dtype:
+            v = self._views = self._bind(slots, dtype)
+        parity = (eng.flags.seq + 1) & 1
+        if self.call.op != "broadcast" or self.rank == self.call.root:
+            np.copyto(v[2][parity], bufs[0])
+        self._wait(timeout)
+        self._local(bufs[0], bufs[1], v[3][parity], ufunc)
+
+    def bind(self, inp: np.ndarray, out: np.ndarray, ufunc: Callable | None) -> Callable[[], None]:
+        """:meth:`run` on these arrays with no timeout, as a function of no arguments with everything looked up
+        once (the warm path's call: a loop calling with the same arrays). Until the slots are made, and after
+        they grow, it runs :meth:`run` and looks up again."""
+        slots, flags = self.engine.slots, self.engine.flags
+        wait, op, me, root = flags.wait, self.call.op, self.rank, self.call.root
+        if op == "allreduce" and self.call.nranks == 1:
+            def local(e):
+                out[...] = e[0]
+        elif op == "allreduce" and self.call.nranks == 2:     # two ranks: one add beats the general reduce
+            def local(e):
+                ufunc(e[0], e[1], out=out)
+        elif op == "allreduce":
+            reduce = ufunc.reduce
+
+            def local(e):
+                reduce(e, axis=0, out=out)
+        else:
+            def local(e):
+                self._local(inp, out, e, ufunc)
+        sends = op != "broadcast" or me == root
+        gen, by_parity = -1, ()
+
+        def go() -> None:
+            nonlocal gen, by_parity
+            if slots.generation != gen:
+                self.run(None, (inp, out, None), ufunc)
+                gen, _, mine, every = self._bind(slots, out.dtype)
+                by_parity = ((mine[1], every[1]), (mine[0], every[0]))    # by this rank's barriers so far
+                return
+            mine, every = by_parity[flags.seq & 1]
+            if sends:
+                mine[...] = inp
+            wait()
+            local(every)
+        return go
+
+    def run_device(self, comm: Any, bufs: tuple, dev: Any, ufunc: Callable | None,
+                   timeout: float | None = None) -> None:
+        """The slots are host memory: device arrays go through host copies (``dev.run_on_host``)."""
+        dev.run_on_host(self, comm, bufs, ufunc, timeout)
+
+    def _bind(self, slots: Slots, dtype: np.dtype) -> tuple:
+        k = self.slot_count
+        typed = [slots.array[p, :, :k * dtype.itemsize].view(dtype) for p in (0, 1)]       # (ranks, k) each
+        return slots.generation, dtype, [t[self.rank] for t in typed], typed
+
+    def _wait(self, timeout: float | None) -> None:
+        eng = self.engine
+        if timeout is None:
+            eng.flags.wait()
+        elif not eng.sync(timeout):
+            algo = str(AlgoRef(ONE_SHOT[self.call.op], Runtime.SHM))
+            pending = "the node barrier of step 0: some rank of the node has not reached it"
+            raise CollectiveTimeoutError(
+                f"rank {self.rank} waited {timeout:g} s (PYHCCL_TIMEOUT) in the node barrier of step 0 (of steps "
+                f"0..0) of {self.call.op} algorithm {algo} (count {self.call.count}, {self.itemsize}-byte "
+                f"elements); still pending: {pending}", algorithm=algo, step=0, pending=[pending])
+
+    def _local(self, inp, out, every, ufunc) -> None:
+        """This rank's part once the barrier is passed: read (and reduce) the slots it needs."""
+        op, me = self.call.op, self.rank
+        c = self.block
+        if op == "allreduce":
+            ufunc.reduce(every, axis=0, out=out)
+        elif op == "reduce_scatter":
+            ufunc.reduce(every[:, me * c:(me + 1) * c], axis=0, out=out)
+        elif op == "all_gather":
+            np.copyto(out.reshape(every.shape), every)
+        elif op == "alltoall":
+            np.copyto(out.reshape(self.call.nranks, c), every[:, me * c:(me + 1) * c])
+        elif me != self.call.root:                      # broadcast
+            np.copyto(out, every[self.call.root])

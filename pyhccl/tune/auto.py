@@ -1,0 +1,197 @@
+"""The machine profile: pyhccl's fast candidates per op, priced from times measured once per layout.
+
+Where no tuning file is given and ``PYHCCL_PROFILE`` is ``auto`` (the default), a Communicator whose
+ranks share one node hands selection this profile (:class:`pyhccl.select.profile.Profile`): per op a
+short list of pyhccl's own paths on the shared-memory engine (``MeshOneShot@shm``, ``MeshTwoShot@shm``,
+...), each usable up to a size, and for ops with more than one candidate their times measured at a
+few sizes on this machine, with this MPI and this layout (:mod:`pyhccl.comm.probe` measures them,
+in about a second, the first time the layout is seen). The profile is cached as JSON in the
+user's cache directory (:func:`profile_path`), keyed by host, MPI library, layout and cores, and
+is only data: it is parsed with :mod:`json` and checked field by field. ``PYHCCL_PROFILE=hccl``
+keeps HCCL's own selection and pricing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..algo.names import OpExecuteConfig
+from ..algo.predicates import OpCall
+from ..select.cost.model import CostResult, CostRow, select_min_cost
+from ..topo.info import TopoInfo
+
+__all__ = ["SCHEMA", "Candidate", "AutoProfile", "profile_key", "profile_path", "load_profile", "save_profile",
+           "ProfileError"]
+
+SCHEMA = "pyhccl-machine-profile"
+VERSION = 1
+ENGINE = "SHM"
+
+
+class ProfileError(ValueError):
+    """A cached machine profile that cannot be used (malformed, another schema or version)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One of an op's fast paths: ``name`` (``Name@shm``), used for HCCL data sizes up to ``max_bytes`` (0: any),
+    and its measured ``(nbytes, seconds)`` points (none where it is the op's only candidate)."""
+
+    op: str
+    name: str
+    max_bytes: int = 0
+    points: tuple[tuple[int, float], ...] = ()
+
+    def fits(self, nbytes: int) -> bool:
+        return not self.max_bytes or nbytes <= self.max_bytes
+
+    def price(self, nbytes: int) -> tuple[float, str] | None:
+        """Seconds at ``nbytes`` and how: measured, interpolated (log-log), or held at the nearest end."""
+        pts = self.points
+        if not pts:
+            return None
+        sizes = [p[0] for p in pts]
+        i = bisect_left(sizes, nbytes)
+        if i < len(pts) and sizes[i] == nbytes:
+            return pts[i][1], f"measured at {_b(nbytes)}"
+        if i == 0:
+            return pts[0][1], f"measured at {_b(sizes[0])} (the smallest size measured)"
+        if i == len(pts):                   # beyond the last point: time grows in proportion to the bytes
+            return pts[-1][1] * nbytes / sizes[-1], f"scaled from {_b(sizes[-1])} by size"
+        (n0, t0), (n1, t1) = pts[i - 1], pts[i]
+        f = math.log(nbytes / n0) / math.log(n1 / n0)
+        return math.exp(math.log(t0) + f * math.log(t1 / t0)), f"interpolated {_b(n0)}-{_b(n1)}"
+
+
+@dataclass(frozen=True)
+class AutoProfile:
+    """The machine profile as selection takes it (:class:`pyhccl.select.profile.Profile`).
+
+    Attributes:
+        key: what it was measured for (:func:`profile_key`); ``layout``: that, for people.
+        candidates: every op's fast paths (HCCL op names), measured where an op has several.
+        measure_s: seconds the measurement took; ``path``: the cache file ("" in memory).
+    """
+
+    key: str
+    layout: str
+    candidates: tuple[Candidate, ...]
+    measure_s: float = 0.0
+    created: str = ""
+    path: str = ""
+    kind: ClassVar[str] = "machine profile"
+    _by_op: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        for c in self.candidates:
+            self._by_op.setdefault(c.op, []).append(c)
+
+    @property
+    def label(self) -> str:
+        return f"machine profile {self.path or '(in memory)'}"
+
+    def ops(self) -> set[str]:
+        return set(self._by_op)
+
+    def check(self, topo: TopoInfo) -> None:
+        """Nothing to check: the profile is looked up by the layout it was measured on (:func:`profile_key`)."""
+
+    def costs(self, op: str, topo: TopoInfo, call: OpCall) -> tuple[CostResult, dict[str, str]]:
+        """The op's candidates priced at ``call.nbytes``: a lone candidate that fits wins unpriced."""
+        rows, source = [], {}
+        cands = self._by_op.get(op, [])
+        for c in cands:
+            row = CostRow(c.name, ENGINE)
+            rows.append(row)
+            if not c.fits(call.nbytes):
+                row.filtered = f"runs calls of up to {_b(c.max_bytes)}"
+                continue
+            got = c.price(call.nbytes)
+            if got is None:
+                row.cost = row.model_cost = 0.0
+                source[c.name] = "the op's only fast path (not measured)"
+            else:
+                row.cost = row.model_cost = row.body = got[0]
+                source[c.name] = got[1]
+            row.priced_by = source[c.name]
+        result = CostResult(rows, None, OpExecuteConfig.HOSTCPU, ())
+        result.winner, result.ties = select_min_cost(rows)
+        return result, source
+
+    def describe(self, op: str) -> list[str]:
+        cands = self._by_op.get(op, [])
+        meas = sum(len(c.points) for c in cands)
+        return [f"machine profile: {self.path or '(in memory)'} ({self.layout}; {len(cands)} {op} fast path"
+                f"{'s' * (len(cands) != 1)}, {meas} measured points, measured in {self.measure_s:.2f} s; "
+                f"PYHCCL_PROFILE=hccl for HCCL's own selection)"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "version": VERSION, "key": self.key, "layout": self.layout,
+                "measure_s": self.measure_s, "created": self.created,
+                "candidates": [{"op": c.op, "name": c.name, "max_bytes": c.max_bytes,
+                                "points": [[n, t] for n, t in c.points]} for c in self.candidates]}
+
+
+def profile_key(host: str, mpi: str, layout: str, cores: int, version: str) -> str:
+    """The cache key of a layout: host, MPI library, layout (ranks, topology, nodes), cores, pyhccl version."""
+    text = json.dumps([host, mpi, layout, cores, version, VERSION])
+    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def profile_path(cache_dir: str, key: str) -> str:
+    """The cache file of ``key`` in ``cache_dir`` (:func:`pyhccl.core.settings.cache_dir`)."""
+    return os.path.join(cache_dir, "profiles", f"{key}.json")
+
+
+def load_profile(path: str, key: str) -> AutoProfile | None:
+    """The cached profile at ``path`` if it is there and measured for ``key``; None otherwise.
+
+    Raises:
+        ProfileError: the file is not a machine profile (naming the field; delete it or refresh).
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise ProfileError(f"{path}: not a readable machine profile ({e}); delete it or run "
+                           f"'mpiexec -n N python -m pyhccl.tune --refresh'") from None
+    try:
+        if data.get("schema") != SCHEMA or data.get("version") != VERSION:
+            raise ValueError(f"schema/version {data.get('schema')!r}/{data.get('version')!r}")
+        if data["key"] != key:
+            return None
+        cands = tuple(Candidate(str(c["op"]), str(c["name"]), int(c["max_bytes"]),
+                                tuple((int(n), float(t)) for n, t in c["points"])) for c in data["candidates"])
+        for c in cands:
+            if any(t <= 0 or not math.isfinite(t) or n <= 0 for n, t in c.points) or c.max_bytes < 0:
+                raise ValueError(f"candidate {c.name}: a size or time that is not positive")
+        return AutoProfile(key, str(data["layout"]), cands, float(data.get("measure_s", 0.0)),
+                           str(data.get("created", "")), path)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ProfileError(f"{path}: malformed machine profile ({type(e).__name__}: {e}); delete it or run "
+                           f"'mpiexec -n N python -m pyhccl.tune --refresh'") from None
+
+
+def save_profile(profile: AutoProfile, path: str) -> AutoProfile:
+    """Write ``profile`` to ``path`` (atomically: a temporary file renamed); the profile with its path set."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(profile.to_json(), f, indent=1)
+    os.replace(tmp, path)
+    return AutoProfile(profile.key, profile.layout, profile.candidates, profile.measure_s, profile.created, path)
+
+
+def _b(n: int) -> str:
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k and n % k == 0:
+            return f"{n // k} {unit}"
+    return f"{n} B"

@@ -1,0 +1,147 @@
+"""The default communicator's fast paths (PYHCCL_PROFILE=auto), under mpiexec.
+
+A Communicator with ``profile="auto"`` on one node measures (or reads) its machine profile and runs
+pyhccl's fast paths: the one-shot Mesh on shared slots with one flag barrier for small calls
+(pyhccl.run.shm.oneshot), the plans' programs on the shared-memory engine for large ones. Every op
+it takes is checked against numpy at counts that take each path, out of place and in place, with
+the same arrays called again (the warm path's bound call) and with calls of other sizes and ops in
+between (the slots' parity and the engine's barriers interleave). A rank that never comes makes
+the others raise CollectiveTimeoutError in the one-shot's barrier.
+"""
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import pyhccl
+from pyhccl.run.shm import OneShotRunner
+from pyhccl.run.timeout import CollectiveTimeoutError
+
+pytestmark = pytest.mark.mpi
+
+COMM = MPI.COMM_WORLD
+RANK, N = COMM.Get_rank(), COMM.Get_size()
+#: Counts (elements) that take the one-shot slots (small), the window and cross-memory attach (large).
+COUNTS = (1, 7, 1000, 300001)
+DTYPES = (np.float32, np.int64, np.float64)
+
+
+@pytest.fixture(scope="module")
+def comm():
+    c = pyhccl.Communicator(COMM, profile="auto")
+    yield c
+    c.release()
+
+
+def data(count, rank, dtype, salt=0):
+    return (np.random.default_rng([rank, count, salt]).integers(-3, 4, count)).astype(dtype)
+
+
+def total(count, dtype, salt=0, ranks=None):
+    return sum(data(count, r, dtype, salt) for r in (range(N) if ranks is None else ranks))
+
+
+def test_the_profile_prices_the_fast_paths(comm):
+    prof = comm.dispatcher.planner.profile
+    assert prof is not None and prof.kind == "machine profile" and prof.path and os.path.exists(prof.path)
+    with open(prof.path, encoding="utf-8") as f:
+        assert json.load(f)["key"] == prof.key
+    a = np.zeros(8, np.float32)
+    comm.Allreduce(MPI.IN_PLACE, a)
+    sel = comm.last_selection
+    assert sel.source == "measured" and sel.algorithm in ("MeshOneShot@shm", "MeshTwoShot@shm")
+    assert "machine profile" in str(sel)
+
+
+def test_a_second_communicator_reads_the_cached_profile(comm):
+    again = pyhccl.Communicator(COMM, profile="auto")
+    try:
+        assert again.dispatcher.planner.profile == comm.dispatcher.planner.profile
+    finally:
+        again.release()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_allreduce(comm, count, dtype):
+    for salt in range(3):                       # the same arrays again: the warm path's bound call
+        x, out = data(count, RANK, dtype, salt), np.empty(count, dtype)
+        comm.Allreduce(x, out)
+        assert np.array_equal(out, total(count, dtype, salt))
+        comm.Allreduce(MPI.IN_PLACE, x, op=MPI.MAX)
+        assert np.array_equal(x, np.max([data(count, r, dtype, salt) for r in range(N)], axis=0))
+    assert comm.last_selection.algorithm.endswith("@shm")
+
+
+def test_the_same_arrays_again_see_new_data(comm):
+    x, out = np.empty(5, np.float32), np.empty(5, np.float32)
+    for i in range(40):
+        x[:] = RANK + i
+        comm.Allreduce(x, out)
+        assert np.array_equal(out, np.full(5, sum(r + i for r in range(N)), np.float32)), i
+    runners = [p for p in comm.compiled_plans.values() if isinstance(p, OneShotRunner)]
+    assert runners, "a small AllReduce on one node runs on the one-shot slots"
+
+
+@pytest.mark.parametrize("count", COUNTS)
+def test_other_ops(comm, count):
+    dt = np.float32
+    x = data(count, RANK, dt)
+    out = np.empty(N * count, dt)
+    comm.Allgather(x, out)
+    assert np.array_equal(out, np.concatenate([data(count, r, dt) for r in range(N)]))
+    big = data(N * count, RANK, dt)
+    rs = np.empty(count, dt)
+    comm.Reduce_scatter_block(big, rs)
+    assert np.array_equal(rs, total(N * count, dt)[RANK * count:(RANK + 1) * count])
+    b = data(count, RANK, dt)
+    comm.Bcast(b, root=N - 1)
+    assert np.array_equal(b, data(count, N - 1, dt))
+    a2a = np.empty(N * count, dt)
+    comm.Alltoall(big, a2a)
+    assert np.array_equal(a2a, np.concatenate([data(N * count, r, dt)[RANK * count:(RANK + 1) * count]
+                                               for r in range(N)]))
+
+
+def test_interleaved_sizes_and_ops(comm):
+    """Small one-shot calls between large engine calls and other ops: each sees its own data."""
+    small, big = np.empty(3, np.float64), np.empty(300001, np.float32)
+    s_out, b_out, g_out = np.empty_like(small), np.empty_like(big), np.empty(N * 3, np.float64)
+    for i in range(6):
+        small[:] = RANK * 10 + i
+        big[:] = RANK - i
+        comm.Allreduce(small, s_out)
+        comm.Allgather(small, g_out)
+        comm.Allreduce(big, b_out)
+        comm.Allreduce(small, s_out)
+        assert np.array_equal(s_out, np.full(3, sum(r * 10 + i for r in range(N)), np.float64))
+        assert np.array_equal(g_out, np.repeat([r * 10.0 + i for r in range(N)], 3))
+        assert np.array_equal(b_out, np.full(300001, sum(r - i for r in range(N)), np.float32))
+
+
+@pytest.mark.skipif(N == 1, reason="a late rank needs a peer")
+def test_a_late_rank_times_out_the_one_shot():
+    c = pyhccl.Communicator(COMM, profile="auto", timeout=1.0, abort_on_timeout=False)
+    x, out = np.ones(4, np.float32), np.empty(4, np.float32)
+    COMM.Barrier()
+    c.Allreduce(x, out)                         # every rank on time
+    assert isinstance(c.compiled_plans[next(reversed(c.compiled_plans))], OneShotRunner)
+    error, waited = None, 0.0
+    if RANK == N - 1:
+        time.sleep(4.0)
+        c.dispatcher.planner.engine().sync(timeout=60)     # reaches the barrier the others left
+    else:
+        start = time.monotonic()
+        try:
+            c.Allreduce(x, out)
+        except CollectiveTimeoutError as e:
+            error = e
+        waited = time.monotonic() - start
+    COMM.Barrier()
+    if RANK != N - 1:
+        assert error is not None and 1.0 <= waited < 4.0, (error, waited)
+        assert "in the node barrier of step 0" in str(error) and error.algorithm == "MeshOneShot@shm"
