@@ -40,6 +40,7 @@ SPECIAL = {
     "pyhccl.select.__main__": "cli",
     "pyhccl.topo.__main__": "cli",
     "pyhccl.verify.__main__": "cli",
+    "pyhccl.tune.__main__": "cli",
 }
 
 #: Imports inside functions that cross packages, allowed only here, each with its reason.

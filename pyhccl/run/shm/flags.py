@@ -24,7 +24,7 @@ __all__ = ["FlagBarrier", "LINE", "SPINS"]
 #: Bytes between two ranks' flags: one cache line each, so a store invalidates no peer's flag.
 LINE = 64
 #: Looks at a peer's flag before a waiting rank that has a core of its own starts yielding it.
-SPINS = 2000
+SPINS = 200
 #: Machines whose memory order keeps stores in order and loads in order (no barrier around the flags).
 TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 #: Looks between two readings of the clock while a barrier waits against a deadline.

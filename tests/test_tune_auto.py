@@ -1,0 +1,100 @@
+"""The machine profile as data (pyhccl.tune.auto): prices from measured points, the cache file, its errors."""
+
+import json
+
+import pytest
+
+from pyhccl.algo.predicates import op_call
+from pyhccl.topo.calc import calc_topo_info
+from pyhccl.tune.auto import AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path, \
+    save_profile
+
+ONE = Candidate("AllReduce", "MeshOneShot@shm", 1 << 20, ((1024, 2e-6), (65536, 8e-6), (1 << 20, 4e-4)))
+TWO = Candidate("AllReduce", "MeshTwoShot@shm", 0, ((1024, 5e-6), (65536, 1e-5), (1 << 20, 2e-4)))
+AG = Candidate("AllGather", "Mesh@shm")
+PROF = AutoProfile("k", "test layout", (ONE, TWO, AG), 0.5)
+
+
+def topo():
+    return calc_topo_info("1x1x4")
+
+
+def test_prices_measured_interpolated_held_and_scaled():
+    assert ONE.price(1024) == (2e-6, "measured at 1 KiB")
+    t, how = ONE.price(8192)                     # log-log between 1 KiB and 64 KiB
+    assert 2e-6 < t < 8e-6 and how == "interpolated 1 KiB-64 KiB"
+    assert ONE.price(8) == (2e-6, "measured at 1 KiB (the smallest size measured)")
+    t, how = TWO.price(4 << 20)
+    assert t == pytest.approx(8e-4) and how == "scaled from 1 MiB by size"
+    assert AG.price(100) is None
+
+
+@pytest.mark.parametrize("nbytes, winner", [(8, "MeshOneShot@shm"), (65536, "MeshOneShot@shm"),
+                                            (1 << 20, "MeshTwoShot@shm"), (16 << 20, "MeshTwoShot@shm")])
+def test_the_cheapest_candidate_that_takes_the_size_wins(nbytes, winner):
+    res, source = PROF.costs("AllReduce", topo(), op_call("AllReduce", nbytes))
+    assert res.winner.name == winner
+    if nbytes > 1 << 20:
+        assert next(r for r in res.rows if r.name == "MeshOneShot@shm").filtered == "runs calls of up to 1 MiB"
+
+
+def test_a_lone_candidate_wins_unpriced_and_other_ops_are_not_the_profiles():
+    res, source = PROF.costs("AllGather", topo(), op_call("AllGather", 1 << 20))
+    assert res.winner.name == "Mesh@shm" and "only fast path" in source["Mesh@shm"]
+    assert PROF.ops() == {"AllReduce", "AllGather"}
+    assert "machine profile: (in memory) (test layout; 2 AllReduce fast paths, 6 measured points" \
+        in PROF.describe("AllReduce")[0]
+
+
+def test_the_cache_file_round_trips_and_is_keyed(tmp_path):
+    key = profile_key("host", "MPICH 5", "4 ranks", 2, "1")
+    assert key != profile_key("host", "MPICH 5", "8 ranks", 2, "1")
+    path = profile_path(str(tmp_path), key)
+    prof = AutoProfile(key, "layout", (ONE, TWO, AG), 0.5)
+    saved = save_profile(prof, path)
+    assert saved.path == path and saved == load_profile(path, key)
+    assert load_profile(path, "another key") is None              # measured for another layout
+    assert load_profile(str(tmp_path / "none.json"), key) is None
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d.update(schema="other"), "schema/version"),
+    (lambda d: d["candidates"][0].update(points=[[1024, -1.0]]), "not positive"),
+    (lambda d: d["candidates"][0].pop("name"), "KeyError"),
+])
+def test_a_malformed_cache_file_names_the_fix(tmp_path, edit, match):
+    path = profile_path(str(tmp_path), "k")
+    save_profile(PROF, path)
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    edit(data)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    with pytest.raises(ProfileError, match=match) as e:
+        load_profile(path, "k")
+    assert "python -m pyhccl.tune --refresh" in str(e.value)
+
+
+def test_an_unreadable_cache_file(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("{not json")
+    with pytest.raises(ProfileError, match="not a readable machine profile"):
+        load_profile(str(path), "k")
+
+
+def test_the_cli_measures_caches_and_prints_the_picks(tmp_path, monkeypatch, capsys):
+    from mpi4py import MPI
+
+    from pyhccl.tune.__main__ import main
+    monkeypatch.setenv("PYHCCL_CACHE_DIR", str(tmp_path))
+    assert main([], MPI.COMM_SELF) == 0
+    out = capsys.readouterr().out
+    assert f"machine profile {tmp_path}" in out and "1 ranks, topology" in out
+    assert "AllReduce      8: MeshOneShot@shm" in out and "128M: MeshTwoShot@shm" in out
+    files = list((tmp_path / "profiles").iterdir())
+    assert len(files) == 1
+    stamp = files[0].stat().st_mtime_ns
+    assert main([], MPI.COMM_SELF) == 0                      # cached: read, not measured
+    assert files[0].stat().st_mtime_ns == stamp
+    assert main(["--refresh"], MPI.COMM_SELF) == 0
+    assert files[0].stat().st_mtime_ns != stamp
