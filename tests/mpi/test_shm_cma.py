@@ -69,7 +69,7 @@ def test_probe_finds_cma_here():
     assert eng.cma and COMM.allgather(eng.cma) == [True] * N and len(eng.pids) == N
 
 
-@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"])
+@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "reduce"])
 def test_every_template_against_numpy(op):
     spec, bad = OPS[op], []
     for algo in flat_names(op):
@@ -86,7 +86,7 @@ def test_every_template_against_numpy(op):
     agree_ok(bad)
 
 
-@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter"])
+@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter", "reduce"])
 def test_bitwise_identical_to_the_mpi_runtime(op):
     """Random floats: the order of every addition matters; the engine's must be the MPI runtime's."""
     bad = []

@@ -32,10 +32,11 @@ from .program import SYNC, build_program
 
 __all__ = ["OPS", "ShmPlan", "compile_shm"]
 
-#: Ops the shared-memory engine runs: those whose Call is the same on every rank (a root's own
-#: IN_PLACE in Reduce, Gather and Scatter would give the root another plan than its peers compile).
+#: Ops the shared-memory engine runs: those whose Call is the same on every rank, and Reduce
+#: compiled out of place on every rank (a root's own IN_PLACE runs on a copy of its input,
+#: :class:`~.execute.ShmRunner`); Gather and Scatter would give the root another plan.
 OPS = frozenset({"allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "alltoallv",
-                 "all_gather_v", "reduce_scatter_v"})
+                 "all_gather_v", "reduce_scatter_v", "reduce"})
 _ALIGN = 64                         # bytes: every window area starts on a cache line
 
 
