@@ -26,7 +26,7 @@ import numpy as np
 from ...algo.names import AlgoRef, Runtime
 from ...plan.ir import Buf
 from ..timeout import CollectiveTimeoutError
-from .cma import Remote, reader
+from .cma import Remote, reader, writer
 from .compile import ShmPlan
 from .engine import ShmEngine
 from .program import BLOCK, COPY, PEER, SYNC, UFUNC, USER
@@ -221,7 +221,7 @@ class ShmRunner:
                 prog.append((code, d, None, None))
                 continue
             dv, av, bv = view(d), view(a), view(b)
-            if code == COPY and not isinstance(av, Remote) \
+            if code == COPY and not isinstance(av, Remote) and not isinstance(dv, Remote) \
                     and dv.__array_interface__["data"][0] == av.__array_interface__["data"][0]:
                 continue
             prog.append((code, dv, av, bv))
@@ -236,9 +236,11 @@ class ShmRunner:
 
 def _loads(e: tuple, bounce: list[np.ndarray], chunk: int) -> list[tuple]:
     """Entry ``e`` with its reads from peers' memory (:class:`~.cma.Remote` operands) as LOAD entries: a
-    copy reads straight into its destination; a reduce, piece by piece, reads into ``bounce`` and reduces
-    from there while it is in cache."""
+    copy reads straight into its destination (a push, into a peer's memory, writes straight from its
+    source); a reduce, piece by piece, reads into ``bounce`` and reduces from there while it is in cache."""
     code, d, a, b = e
+    if isinstance(d, Remote):
+        return [(LOAD, writer(a, d), None, None)]
     if not isinstance(a, Remote) and not isinstance(b, Remote):
         return [e]
     if code == COPY:
