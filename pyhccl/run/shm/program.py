@@ -62,12 +62,18 @@ def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, haza
                 src, dst = _part(lane[1], k), _part(lane[0], k)
                 at = (PEER,) + dst if dst[1] is not Buf.SCRATCH else (WIN,) + dst
                 pushes[op.step].append((COPY, at, _source(me, defs, lane[3], src, cma), None))
+    first = min(pulling, default=None)
     for t in range(nsteps):
+        pulls = [op for op in by_step[t] if op.kind == "pull"]
+        local = [op for op in by_step[t] if op.kind != "pull"]
+        if t == first:                                   # what needs no peer runs before the first barrier
+            early = _early(me, ops, defs, local, t)
+            for op in early:
+                prog += _lanes(me, op, defs, cma, share)
+            local = [op for op in local if op not in early]
         if t in pulling and not synced:
             prog.append((SYNC, (t, "before"), None, None))
         prog += pushes[t]
-        pulls = [op for op in by_step[t] if op.kind == "pull"]
-        local = [op for op in by_step[t] if op.kind != "pull"]
         for group in (pulls, local):
             for op in group:
                 prog += _lanes(me, op, defs, cma, share)
@@ -125,6 +131,28 @@ def shares(ops: list[Any], nsteps: int, least: int) -> dict[int, int]:
                 work[q] -= give
                 work[p] += give
     return out
+
+
+def _early(me: int, ops: list[Any], defs: list[dict], local: list[Any], t: int) -> list[Any]:
+    """This rank's local ops of step ``t``, the first step that loads from a peer, that may run before its
+    barrier: each lane reads only this rank's values from before the step and writes an atom nothing
+    else touches in the step (a peer's load of it, this rank's load into it, another local op)."""
+    touched = defaultdict(int)
+    for op in ops:
+        if op.step == t:
+            for lane in op.lanes:
+                for at in lane[:3]:
+                    if at is not None:
+                        touched[at] += 1
+
+    def ok(lane):
+        for at, d in ((lane[1], lane[3]), (lane[2], lane[4])):
+            if at is not None and (at[0] != me or d is not None and defs[d]["op"] is not None
+                                   and defs[d]["op"].step >= t):
+                return False
+        return touched[lane[0]] == 1 and lane[0] not in (lane[1], lane[2])
+
+    return [op for op in local if op.lanes and all(ok(lane) for lane in op.lanes)]
 
 
 def _part(atom: tuple, keep: int, rest: bool = True) -> tuple:
