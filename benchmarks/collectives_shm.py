@@ -31,6 +31,7 @@ from mpi4py import MPI
 from pyhccl import Communicator
 from pyhccl.bench.roofline import bound_seconds, measure
 from pyhccl.core.units import parse_size
+from pyhccl.run.shm import engine as shm_engine_module
 
 ALGOS = {"allgather": ["Mesh", "NB"], "reducescatter": ["Mesh", "NHR"], "broadcast": ["Mesh", "MeshTwoShot"],
          "reduce": ["Mesh", "MeshTwoShot"], "alltoall": ["Mesh", "Pairwise"]}
@@ -79,6 +80,9 @@ def main(argv=None):
     p.add_argument("--algos", action="append", default=[], metavar="OP=A,B",
                    help="the @shm algorithms of an op (default: " + "; ".join(f"{k}={','.join(v)}"
                                                                          for k, v in ALGOS.items()) + ")")
+    p.add_argument("--cma-min", type=int, default=None, metavar="BYTES",
+                   help="a study: read peers' arrays with cross-memory attach from this many bytes (default: "
+                        "pyhccl.run.shm.engine.CMA_MIN_BYTES)")
     p.add_argument("--out", default=None, help="folder for collectives_<N>.txt and .json (default: print only)")
     a = p.parse_args(argv)
     algos = dict(ALGOS)
@@ -89,6 +93,8 @@ def main(argv=None):
         algos[op] = names.split(",")
     comm = MPI.COMM_WORLD
     n, rank = comm.Get_size(), comm.Get_rank()
+    if a.cma_min is not None:
+        shm_engine_module.CMA_MIN_BYTES = a.cma_min
     roof = measure(comm)
     lines = [f"# collectives_shm: {n} ranks, {MPI.Get_library_version().splitlines()[0].strip()}, rounds {a.rounds}; "
              f"{roof.describe()}",
