@@ -7,7 +7,7 @@ machine one run's ranking is noise; the median of a few runs interleaved with na
 figure to read. Printed per op and size: for each rank count, the algorithm with the best median
 ratio (native time / pyhccl time), that median, the runs' lowest and highest ratio of it, and its
 median % of the roofline bound; below, per op, the one algorithm with the best lowest median over
-the sizes from 1 MiB (the one to make the default).
+the sizes from 1 MiB (the one to make the default); between them every algorithm's medians.
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ def main(argv=None):
                 share = statistics.median(s for _, s in c[top])
                 row += f"  {top:<15}{med[top]:>5.2f} [{min(rs):.2f}-{max(rs):.2f}]{100 * share:>5.0f}%"
             lines.append(row)
+    lines.append("# every algorithm's median ratio per size (" + ", ".join(str(x) for x in sizes) + "), by rank count")
+    for op in ops:
+        for algo in sorted({x for k, c in cells.items() if k[0] == op for x in c}):
+            per = []
+            for n in ns:
+                med = [statistics.median(r for r, _ in cells[(op, n, s)][algo]) if algo in cells.get((op, n, s), {})
+                       else None for s in sizes]
+                per.append(" ".join("  -  " if m is None else f"{m:.2f}" for m in med))
+            lines.append(f"{op:<14}{algo:<16}" + " | ".join(per))
     lines.append("# per op and rank count: the algorithm whose lowest median ratio over the sizes is highest")
     for op in ops:
         picks = []
