@@ -25,7 +25,7 @@ from ..select import Selection, SelectionError, normalize_op, parse_override, se
 from ..topo import Topology
 from ..select import Profile
 from ..tune.file import NATIVE
-from .job import Job, describe
+from .job import Job, describe, shared_shape
 
 __all__ = ["Planner", "parse_algo"]
 
@@ -206,6 +206,8 @@ class Planner:
     def build(self, job: Job, ref: AlgoRef) -> Runner:
         """The runnable plan of ``ref`` for this rank's part of ``job``."""
         call, rank, name = job.call, self.rank, ref.name
+        if ref.shm and call.op == "reduce":     # every rank compiles every rank's plan: out of place on all
+            call = shared_shape(call)
         if ref.shm and call.op in SHM_OPS and self.several_nodes():      # level 0 on the node's window, the rest MPI
             ne = node_engine(self.comm)
             plans = [build_plan(call, name, r, self.machine) if ne.node[r] == ne.node[rank] else None
@@ -219,7 +221,7 @@ class Planner:
             eng = self.engine()
             return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma_for(call, job.dtype.itemsize)),
                              eng)
-        # rooted ops (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
+        # Gather and Scatter (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
         plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)
 

@@ -36,15 +36,52 @@ def test_forced_shm_allreduce_and_friends(algo):
     np.testing.assert_array_equal(g, np.repeat(np.arange(n), 3))
 
 
-def test_rooted_ops_run_their_plan_over_mpi():
+def test_gather_runs_its_plan_over_mpi_reduce_on_the_engine():
+    """Gather's root IN_PLACE gives it another plan than its peers: over MPI. Reduce runs on the engine."""
     n, r = W.Get_size(), W.Get_rank()
     c = pyhccl.Communicator(W, algo="Mesh@shm")
+    g = np.zeros(2 * n, np.int64)
+    c.Gather(np.full(2, r, np.int64), g if r == 0 else None, root=0)
+    if r == 0:
+        assert (g == np.repeat(np.arange(n), 2)).all()
+    assert not any(isinstance(p, ShmRunner) for p in c.compiled_plans.values())
     x = np.full(5, r + 1, np.int64)
     y = np.zeros(5, np.int64)
     c.Reduce(x, y if r == 0 else None, root=0)
     if r == 0:
         assert (y == n * (n + 1) // 2).all()
-    assert not any(isinstance(p, ShmRunner) for p in c.compiled_plans.values())
+    assert sum(isinstance(p, ShmRunner) for p in c.compiled_plans.values()) == 1
+
+
+@pytest.mark.parametrize("algo", ["Mesh", "MeshTwoShot", "NHR", "Ring"])
+def test_reduce_on_the_engine_is_the_mpi_runtimes_bit_for_bit(algo):
+    """Random floats, every root, the root in place or not, counts not divisible by the ranks, below and
+    above CMA_MIN_BYTES: the engine's Reduce is bit for bit the MPI runtime's, and leaves a non-root's
+    sendbuf and an in-place root's peers alone."""
+    n, r = W.Get_size(), W.Get_rank()
+    shm, mpi = pyhccl.Communicator(W, algo=algo + "@shm"), pyhccl.Communicator(W, algo=algo)
+    bad = []
+    for count in (1, 7, 1001, 600_007):
+        x = np.random.default_rng([r, count]).standard_normal(count).astype(np.float32)
+        for root in sorted({0, n - 1}):
+            for ip in (False, True):
+                got = []
+                for c in (shm, mpi):
+                    y = np.full(count, -9.0, np.float32)
+                    if ip and r == root:
+                        y[:] = x
+                        c.Reduce(MPI.IN_PLACE, y, root=root)
+                    else:
+                        xc = x.copy()
+                        c.Reduce(xc, y if r == root else None, root=root)
+                        if not np.array_equal(xc, x) or (r != root and not (y == -9.0).all()):
+                            bad.append(f"{type(c).__name__} touched a buffer: {count} root {root}")
+                    got.append(y)
+                if r == root and not np.array_equal(got[0], got[1]):
+                    bad.append(f"{algo} {count} root {root} in place {ip}")
+    assert runners(shm) == {"ShmRunner"}
+    everyone = W.allgather(bad)
+    assert not any(everyone), [b for bs in everyone for b in bs][:6]
 
 
 def test_measured_profile_can_choose_shm():

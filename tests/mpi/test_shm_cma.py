@@ -18,6 +18,7 @@ from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import NotRunnableError, build_plan, flat_names
 from pyhccl.run.mpi import compile_plan
 from pyhccl.run.shm import ShmEngine, ShmRunner, compile_shm
+from pyhccl.run.shm.program import PEER, SYNC
 from pyhccl.run.shm import cma
 
 pytestmark = pytest.mark.mpi
@@ -69,7 +70,7 @@ def test_probe_finds_cma_here():
     assert eng.cma and COMM.allgather(eng.cma) == [True] * N and len(eng.pids) == N
 
 
-@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"])
+@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "reduce"])
 def test_every_template_against_numpy(op):
     spec, bad = OPS[op], []
     for algo in flat_names(op):
@@ -86,7 +87,7 @@ def test_every_template_against_numpy(op):
     agree_ok(bad)
 
 
-@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter"])
+@pytest.mark.parametrize("op", ["allreduce", "reduce_scatter", "reduce"])
 def test_bitwise_identical_to_the_mpi_runtime(op):
     """Random floats: the order of every addition matters; the engine's must be the MPI runtime's."""
     bad = []
@@ -156,6 +157,46 @@ def test_mixed_with_allocated_memory():
         out = run_cma(Call("allreduce", N, 1001), algo, mine)
         assert np.array_equal(out, sum(xs[1:], xs[0])), algo
     eng.release(mem)
+
+
+def pushes(call, algo):
+    """Entries of this rank's program that write a peer's memory (a load shared with its source)."""
+    plan = compile_shm(call, [build_plan(call, algo, r) for r in range(N)], 4, RANK, True)
+    return [e for e in plan.program if e[0] != SYNC and e[1][0] == PEER]
+
+
+@pytest.mark.parametrize("op, algo", [("broadcast", "Mesh"), ("broadcast", "MeshTwoShot"), ("reduce", "MeshTwoShot"),
+                                      ("reduce", "Mesh"), ("all_gather", "NB"), ("alltoall", "Pairwise")])
+def test_loads_shared_with_an_idle_source(op, algo):
+    """A rank with less work in a step pushes part of a peer's load (process_vm_writev) into the peer's
+    buffer: Broadcast's root does at 2 ranks and more. Odd counts, every root, in place, and a peer's
+    output in alloc() memory: bit for bit the MPI runtime's."""
+    bad = []
+    eng = engine()
+    for count, root, ip in ((300_007, 0, False), (300_007, N - 1, True), (1_000_003, N // 2, False)):
+        call = Call(op, N, count if op not in ("all_gather", "alltoall") else count // N + 1, root=root,
+                    in_place=ip and OPS[op].in_place_ok)
+        x = np.random.default_rng([RANK, count]).standard_normal(call.input_count(RANK)).astype(np.float32)
+        got = run_cma(call, algo, x)
+        runner = compile_plan(build_plan(call, algo, RANK), 4)
+        inp, out = buffers(call, x)
+        runner.run(COMM, (inp, out, np.empty(runner.scratch_count, np.float32)), np.add)
+        if call.output_count(RANK) and not np.array_equal(got[:call.output_count(RANK)], out[:call.output_count(RANK)]):
+            bad.append(f"{op} {algo} {count} root {root} ip={call.in_place}")
+    if op == "broadcast" and N > 1:
+        call = Call(op, N, 300_007, root=0)
+        mem = eng.alloc(300_007 * 4).view(np.float32)
+        buf = mem if RANK % 2 else np.empty(300_007, np.float32)
+        want = np.random.default_rng(3).standard_normal(300_007).astype(np.float32)
+        buf[:] = want if RANK == 0 else -1
+        ShmRunner(compile_shm(call, [build_plan(call, algo, r) for r in range(N)], 4, RANK, True), eng).run(
+            COMM, (buf, buf, None), None)
+        if not np.array_equal(buf, want):
+            bad.append(f"{op} {algo} into alloc() memory")
+        eng.release(mem)
+        if RANK == 0 and algo == "Mesh" and not pushes(call, algo):
+            bad.append("the root of a Mesh Broadcast pushes nothing")
+    agree_ok(bad)
 
 
 @pytest.mark.skipif(N == 1, reason="one rank reads no peer")

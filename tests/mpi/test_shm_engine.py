@@ -1,6 +1,6 @@
 """The shared-memory runtime (pyhccl.run.shm) against the OpSpec references, under mpiexec.
 
-Every template of AllReduce, AllGather, ReduceScatter, Broadcast and AlltoAll, plus HCCL's
+Every template of AllReduce, AllGather, ReduceScatter, Broadcast, AlltoAll and Reduce, plus HCCL's
 multi-level names on emulated layouts, runs over the shared window with counts 0, 1, primes
 and 300001, out of place and in place; inputs are small integers so every reduction order
 gives the same bits and results compare with ``array_equal``. With a timeout, a rank that never
@@ -84,7 +84,7 @@ def calls(op, counts=COUNTS):
             yield Call(op, N, count, root=root, in_place=ip)
 
 
-@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall"])
+@pytest.mark.parametrize("op", ["allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "reduce"])
 def test_templates(op):
     cases = [(f"{op} {algo} {call.count} ip={call.in_place}", call, algo, None, "sum")
              for algo in flat_names(op) for call in calls(op)]

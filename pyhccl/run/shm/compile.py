@@ -32,11 +32,15 @@ from .program import SYNC, build_program
 
 __all__ = ["OPS", "ShmPlan", "compile_shm"]
 
-#: Ops the shared-memory engine runs: those whose Call is the same on every rank (a root's own
-#: IN_PLACE in Reduce, Gather and Scatter would give the root another plan than its peers compile).
+#: Ops the shared-memory engine runs: those whose Call is the same on every rank, and Reduce
+#: compiled out of place on every rank (a root's own IN_PLACE runs on a copy of its input,
+#: :class:`~.execute.ShmRunner`); Gather and Scatter would give the root another plan.
 OPS = frozenset({"allreduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "alltoallv",
-                 "all_gather_v", "reduce_scatter_v"})
+                 "all_gather_v", "reduce_scatter_v", "reduce"})
 _ALIGN = 64                         # bytes: every window area starts on a cache line
+#: With cross-memory attach, a plain load of this many bytes or more from a rank with less work in
+#: the step is shared with that rank, which pushes a part (:func:`.program.shares`).
+SHARE_MIN_BYTES = 256 * 1024
 
 
 class _Op:
@@ -76,7 +80,7 @@ class ShmPlan:
         self._fold(ops, defs)
         if cma:
             self._sink(ops, defs)
-        self.program = build_program(rank, ops, defs, nsteps, hazard, cma)
+        self.program = build_program(rank, ops, defs, nsteps, hazard, cma, max(1, SHARE_MIN_BYTES // itemsize))
         self.syncs = sum(1 for p in self.program if p[0] == SYNC)
         # what runs before the first barrier touches only this rank's memory; after it, peers' too
         self.cut = next((i + 1 for i, p in enumerate(self.program) if p[0] == SYNC), len(self.program))

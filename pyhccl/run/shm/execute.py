@@ -26,7 +26,7 @@ import numpy as np
 from ...algo.names import AlgoRef, Runtime
 from ...plan.ir import Buf
 from ..timeout import CollectiveTimeoutError
-from .cma import Remote, reader
+from .cma import Remote, reader, writer
 from .compile import ShmPlan
 from .engine import ShmEngine
 from .program import BLOCK, COPY, PEER, SYNC, UFUNC, USER
@@ -50,7 +50,9 @@ class ShmRunner:
     """A compiled :class:`ShmPlan` on an engine: the :class:`~pyhccl.run.base.Runner` of the shared-memory engine.
 
     ``scratch`` is ignored (scratch lives in the window); for an in-place call pass ``inp`` =
-    ``out``. ``comm`` is not used: the engine holds the node communicator.
+    ``out``; an input that overlaps the output of a call compiled out of place (a Reduce root's
+    IN_PLACE, whose peers compile the plan out of place) is first copied into the runner's own
+    array. ``comm`` is not used: the engine holds the node communicator.
     """
 
     scratch_count = 0
@@ -62,6 +64,7 @@ class ShmRunner:
         self.plan, self.engine = plan, engine
         self._views: OrderedDict = OrderedDict()
         self._bounce = engine.bounce(CMA_CHUNK_BYTES) if plan.cma else None
+        self._own: np.ndarray | None = None
 
     def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
         """Execute with ``(input, output, scratch)`` numpy arrays of one dtype.
@@ -71,6 +74,8 @@ class ShmRunner:
         """
         p, engine = self.plan, self.engine
         inp, out = bufs[0], bufs[1]
+        if not p.call.in_place and inp.size and np.may_share_memory(inp, out):
+            inp = self._own_copy(inp)       # a Reduce root's IN_PLACE: the plan, out of place, reads a copy
         if not engine.reserve(p.nbytes, timeout):
             raise self._stalled(None, timeout)
         key = (inp.__array_interface__["data"][0], inp.size, out.__array_interface__["data"][0], out.size,
@@ -94,6 +99,14 @@ class ShmRunner:
         if post is None:
             post = self._remember((key, peers), self._bind(inp, out, p.program[p.cut:], peers))
         self._execute(post, ufunc, timeout)
+
+    def _own_copy(self, inp: np.ndarray) -> np.ndarray:
+        """``inp`` copied into this runner's own array (kept: the next call binds to the same address)."""
+        own = self._own
+        if own is None or own.size != inp.size or own.dtype != inp.dtype:
+            own = self._own = np.empty(inp.size, inp.dtype)
+        np.copyto(own, inp.reshape(-1))
+        return own
 
     def run_device(self, comm: Any, bufs: tuple, dev: Any, ufunc: Callable | None,
                    timeout: float | None = None) -> None:
@@ -208,7 +221,7 @@ class ShmRunner:
                 prog.append((code, d, None, None))
                 continue
             dv, av, bv = view(d), view(a), view(b)
-            if code == COPY and not isinstance(av, Remote) \
+            if code == COPY and not isinstance(av, Remote) and not isinstance(dv, Remote) \
                     and dv.__array_interface__["data"][0] == av.__array_interface__["data"][0]:
                 continue
             prog.append((code, dv, av, bv))
@@ -223,9 +236,11 @@ class ShmRunner:
 
 def _loads(e: tuple, bounce: list[np.ndarray], chunk: int) -> list[tuple]:
     """Entry ``e`` with its reads from peers' memory (:class:`~.cma.Remote` operands) as LOAD entries: a
-    copy reads straight into its destination; a reduce, piece by piece, reads into ``bounce`` and reduces
-    from there while it is in cache."""
+    copy reads straight into its destination (a push, into a peer's memory, writes straight from its
+    source); a reduce, piece by piece, reads into ``bounce`` and reduces from there while it is in cache."""
     code, d, a, b = e
+    if isinstance(d, Remote):
+        return [(LOAD, writer(a, d), None, None)]
     if not isinstance(a, Remote) and not isinstance(b, Remote):
         return [e]
     if code == COPY:

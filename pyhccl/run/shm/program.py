@@ -34,10 +34,13 @@ USER, WIN, PEER = "u", "w", "p"
 
 
 def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, hazard: set[int],
-                  cma: bool = False) -> list[tuple]:
+                  cma: bool = False, share_min: int = 0) -> list[tuple]:
     """This rank's program from every rank's ops (``_Op`` of :mod:`.compile`) and their values (defs);
-    ``cma``: peers read this rank's input and output in place."""
+    ``cma``: peers read this rank's input and output in place; ``share_min``: with ``cma``, the fewest
+    elements of a load that the source rank may take a part of, pushing it (:func:`shares`; 0: never)."""
     me = rank
+    share = shares(ops, nsteps, share_min) if cma and share_min else {}
+    pushes = defaultdict(list)                           # step -> this rank's pushes into peers
     if cma:                                              # every value of input and output at home
         defs = [dict(d, cma=True) for d in defs]
     pulling = {op.step for op in ops if op.kind == "pull" and op.lanes}
@@ -53,14 +56,27 @@ def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, haza
     for op in ops:
         if op.rank == me:
             by_step[op.step].append(op)
+        for lane in op.lanes if op.kind == "pull" else ():
+            k = share.get(id(lane))
+            if k is not None and lane[1][0] == me:           # this rank writes the rest into the loader's buffer
+                src, dst = _part(lane[1], k), _part(lane[0], k)
+                at = (PEER,) + dst if dst[1] is not Buf.SCRATCH else (WIN,) + dst
+                pushes[op.step].append((COPY, at, _source(me, defs, lane[3], src, cma), None))
+    first = min(pulling, default=None)
     for t in range(nsteps):
-        if t in pulling and not synced:
-            prog.append((SYNC, (t, "before"), None, None))
         pulls = [op for op in by_step[t] if op.kind == "pull"]
         local = [op for op in by_step[t] if op.kind != "pull"]
+        if t == first:                                   # what needs no peer runs before the first barrier
+            early = _early(me, ops, defs, local, t)
+            for op in early:
+                prog += _lanes(me, op, defs, cma, share)
+            local = [op for op in local if op not in early]
+        if t in pulling and not synced:
+            prog.append((SYNC, (t, "before"), None, None))
+        prog += pushes[t]
         for group in (pulls, local):
             for op in group:
-                prog += _lanes(me, op, defs, cma)
+                prog += _lanes(me, op, defs, cma, share)
             if group is pulls and t in hazard:
                 prog.append((SYNC, (t, "within"), None, None))
         synced = t in pulling
@@ -80,10 +96,79 @@ def _home(me: int, defs: list[dict], d: int | None, atom: tuple) -> str:
     return WIN if any(op.rank != atom[0] for op, _ in info["readers"]) else USER
 
 
-def _lanes(me: int, op: Any, defs: list[dict], cma: bool) -> list[tuple]:
-    """``op``'s program entries, one per lane, each followed by its copy-out when it writes a final output."""
+def shares(ops: list[Any], nsteps: int, least: int) -> dict[int, int]:
+    """Loads whose source rank takes a part: ``{id(lane): elements the loader keeps}`` (alike on every rank).
+
+    Per step, each rank's work is the elements its lanes write (a reduce counts 1.5: it reads two);
+    a plain load (a copy, not fused into a reduce) of ``least`` elements or more from a rank with less
+    work gives the source half the difference, at most all but ``least // 2``: the source pushes it into
+    the loader's buffer (``process_vm_writev``) in the same step, between the same node barriers. Only
+    where nothing else reads or writes the load's destination, nor writes its source, in that step (the
+    push may land any time between the barriers).
+    """
+    work = defaultdict(float)
+    touched = defaultdict(int)                      # (atom, step) -> lanes reading or writing it
+    written = set()                                 # (atom, step)
+    for op in ops:
+        for lane in op.lanes:
+            work[(op.rank, op.step)] += lane[0][3] * (1.0 if lane[2] is None else 1.5)
+            written.add((lane[0], op.step))
+            for at in lane[:3]:
+                if at is not None:
+                    touched[(at, op.step)] += 1
+    out = {}
+    for op in ops:
+        if op.kind != "pull":
+            continue
+        for lane in op.lanes:
+            dst, src, t = lane[0], lane[1], op.step
+            if lane[2] is not None or dst[3] < least or touched[(dst, t)] != 1 or (src, t) in written:
+                continue
+            q, p = (op.rank, t), (src[0], t)
+            give = min(int((work[q] - work[p]) // 2), dst[3] - least // 2)
+            if give >= least // 2:
+                out[id(lane)] = dst[3] - give
+                work[q] -= give
+                work[p] += give
+    return out
+
+
+def _early(me: int, ops: list[Any], defs: list[dict], local: list[Any], t: int) -> list[Any]:
+    """This rank's local ops of step ``t``, the first step that loads from a peer, that may run before its
+    barrier: each lane reads only this rank's values from before the step and writes an atom nothing
+    else touches in the step (a peer's load of it, this rank's load into it, another local op)."""
+    touched = defaultdict(int)
+    for op in ops:
+        if op.step == t:
+            for lane in op.lanes:
+                for at in lane[:3]:
+                    if at is not None:
+                        touched[at] += 1
+
+    def ok(lane):
+        for at, d in ((lane[1], lane[3]), (lane[2], lane[4])):
+            if at is not None and (at[0] != me or d is not None and defs[d]["op"] is not None
+                                   and defs[d]["op"].step >= t):
+                return False
+        return touched[lane[0]] == 1 and lane[0] not in (lane[1], lane[2])
+
+    return [op for op in local if op.lanes and all(ok(lane) for lane in op.lanes)]
+
+
+def _part(atom: tuple, keep: int, rest: bool = True) -> tuple:
+    """The elements of ``atom`` from ``keep`` on (``rest``), or its first ``keep``."""
+    r, b, off, k = atom
+    return (r, b, off + keep, k - keep) if rest else (r, b, off, keep)
+
+
+def _lanes(me: int, op: Any, defs: list[dict], cma: bool, share: dict[int, int] | None = None) -> list[tuple]:
+    """``op``'s program entries, one per lane, each followed by its copy-out when it writes a final output;
+    a load shared with its source (``share``) copies only its first part."""
     out = []
     for lane in op.lanes:
+        k = share.get(id(lane)) if share else None
+        if k is not None:
+            lane = [_part(lane[0], k, False), _part(lane[1], k, False)] + list(lane[2:])
         dst = lane[0]
         hd = _home(me, defs, lane[5], dst)
         a = _source(me, defs, lane[3], lane[1], cma)
