@@ -23,7 +23,7 @@ from mpi4py import MPI
 
 from ..algo.names import parse_algo_ref
 from ..core import settings
-from ..core.call import HCCL_OPS, Call
+from ..core.call import HCCL_OPS, OPS, Call
 from ..run.shm.oneshot import ONE_SHOT_MAX_BYTES
 from ..topo import Topology
 from ..tune.auto import AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path, save_profile
@@ -35,17 +35,21 @@ __all__ = ["FAST", "SIZES", "auto_profile", "measure"]
 log = logging.getLogger("pyhccl")
 
 #: Per HCCL op, pyhccl's fast paths on one node and the largest HCCL data size each takes (0: any).
-#: Measured on the 2-core machine (benchmarks/results/fast/): the one-shot wins small AllReduces,
-#: MeshTwoShot with cross-memory attach large ones; the one-step Mesh is the fastest of the other ops.
+#: From the @shm engine's comparison on the 2-core machine (benchmarks/results/collectives/flag_barrier/
+#: summary.txt, medians of three runs at 2, 4 and 8 ranks from 1 MiB): the one-step Mesh is the
+#: best or near it for AllGather, ReduceScatter and AlltoAll; Broadcast's best is MeshTwoShot at 2
+#: ranks and Mesh above; Reduce's MeshTwoShot; AllReduce's crossover from the one-shot to a
+#: bandwidth algorithm moves with the machine. Ops with several are measured (:func:`measure`).
 FAST: dict[str, tuple[tuple[str, int], ...]] = {
-    "AllReduce": (("MeshOneShot@shm", ONE_SHOT_MAX_BYTES), ("MeshTwoShot@shm", 0)),
+    "AllReduce": (("MeshOneShot@shm", ONE_SHOT_MAX_BYTES), ("MeshTwoShot@shm", 0), ("Ring@shm", 0)),
     "AllGather": (("Mesh@shm", 0),),
     "ReduceScatter": (("Mesh@shm", 0),),
-    "Broadcast": (("Mesh@shm", 0),),
-    "AlltoAll": (("Mesh@shm", 0),),
+    "Broadcast": (("Mesh@shm", 0), ("MeshTwoShot@shm", 0)),
+    "Reduce": (("MeshTwoShot@shm", 0),),
+    "AllToAll": (("Mesh@shm", 0),),
 }
 #: HCCL data sizes (bytes) the candidates of an op with several are timed at.
-SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20)
+SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
 #: Seconds one block of a (size, candidate) measurement aims at, and its bounds on iterations; blocks
 #: timed (the fastest block's mean counts: a slow spell of a shared machine spoils one block, not the price).
 _BUDGET_S, _MIN_ITERS, _MAX_ITERS, _BLOCKS = 0.004, 3, 200, 3
@@ -110,7 +114,8 @@ def _timer(pcomm: MPI.Intracomm, planner: Planner, op: str, name: str, nbytes: i
     """A function of no arguments timing a block of ``name`` for ``op`` at HCCL data size ``nbytes`` (float32
     sum): its mean seconds on this rank (the block's iterations are the same on every rank)."""
     kind = HCCL_OPS[op]
-    call = Call(kind, n, max(1, nbytes // 4), 0) if kind == "broadcast" else Call(kind, n, max(1, nbytes // 4))
+    count = max(1, nbytes // 4)
+    call = Call(kind, n, count, 0) if OPS[kind].rooted else Call(kind, n, count)
     inp = np.ones(call.input_count(rank), np.float32)
     out = np.empty(call.output_count(rank), np.float32)
     runner = planner.build(Job(call, np.dtype(np.float32), inp, out, np.add, "sum"), parse_algo_ref(name))

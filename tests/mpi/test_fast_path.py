@@ -101,6 +101,9 @@ def test_other_ops(comm, count):
     b = data(count, RANK, dt)
     comm.Bcast(b, root=N - 1)
     assert np.array_equal(b, data(count, N - 1, dt))
+    red = np.full(count, -7, dt)
+    comm.Reduce(x, red, root=N - 1)
+    assert np.array_equal(red, total(count, dt)) if RANK == N - 1 else np.all(red == -7)
     a2a = np.empty(N * count, dt)
     comm.Alltoall(big, a2a)
     assert np.array_equal(a2a, np.concatenate([data(N * count, r, dt)[RANK * count:(RANK + 1) * count]

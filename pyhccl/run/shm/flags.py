@@ -7,7 +7,8 @@ cannot be caught by the next one. Stores and loads must not pass the flags: x86 
 order and loads in order (TSO), so there nothing more is needed; on other machines ``MPI.Win.Sync``
 before the store and after the loads is the memory barrier that orders them. When the node's ranks outnumber the
 cores they may run on, a waiting rank yields its core after every look (``os.sched_yield``), as
-MPICH does with ``MPIR_CVAR_ENABLE_HEAVY_YIELD``; otherwise it spins a while first.
+MPICH does with ``MPIR_CVAR_ENABLE_HEAVY_YIELD``; otherwise it spins a while first. A wait that
+goes on sleeps between looks, leaving the cores to the ranks that have work.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ __all__ = ["FlagBarrier", "LINE", "SPINS"]
 LINE = 64
 #: Looks at a peer's flag before a waiting rank that has a core of its own starts yielding it.
 SPINS = 200
+#: Yields after which a rank still waiting sleeps between looks (:data:`NAP_S`): a long wait (a peer
+#: copying megabytes) then leaves the cores to the ranks with work, which a loop of yields would not
+#: when ranks outnumber cores (AlltoAll 16 MiB at 8 ranks on 2 cores: 1.0-1.1x native with yields only,
+#: 1.3-1.6x with naps; benchmarks/results/collectives/README.md).
+YIELDS = 100
+NAP_S = 2e-5
 #: Machines whose memory order keeps stores in order and loads in order (no barrier around the flags).
 TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 #: Looks between two readings of the clock while a barrier waits against a deadline.
@@ -83,11 +90,13 @@ class FlagBarrier:
         return True
 
     def _spin(self, p: int, seq: int, deadline: float | None) -> bool:
-        flags, yield_, looks = self._flags, os.sched_yield, 0
+        flags, yield_, nap, looks = self._flags, os.sched_yield, time.sleep, 0
         spins = 0 if self.oversubscribed else SPINS
         while flags[p] < seq:
             looks += 1
-            if looks > spins:
+            if looks > spins + YIELDS:
+                nap(NAP_S)
+            elif looks > spins:
                 yield_()
             if deadline is not None and looks % _CLOCK_EVERY == 0 and time.monotonic() > deadline:
                 return False
