@@ -110,6 +110,36 @@ def summary(results: dict[tuple[int, str], list[dict]], ranks: list[int]) -> lis
     return lines
 
 
+def markdown(results: dict[tuple[int, str], list[dict]], ranks: list[int]) -> list[str]:
+    """The README's tables: AllReduce per rank count, and every op's worst cell from 1 MiB."""
+    def rows(n, op):
+        return [r for r in results.get((n, op), []) if r["ratio"]]
+
+    def cell(n, op, size):
+        r = next((r for r in rows(n, op) if r["size"] == size), None)
+        return "-" if r is None else f"{r['ratio']:.2f} ({r['bound'] or 0:.0f} %)"
+
+    out = ["| default communicator | AllReduce geomean 8 B-64 MiB | AllReduce 8 B-4 KiB, time / native | "
+           "AllReduce 1 MiB | 4 MiB | 16 MiB | 64 MiB | every op, geomean |", "|---|---|---|---|---|---|---|---|"]
+    for n in ranks:
+        ar = rows(n, "allreduce")
+        small = [1 / r["ratio"] for r in ar if r["size"] <= 4096]
+        every = [r["ratio"] for op in OPS for r in rows(n, op)]
+        out.append(f"| {n} ranks | {geomean([r['ratio'] for r in ar]):.2f} | "
+                   + (f"{min(small):.2f}-{max(small):.2f}" if small else "-") + " | "
+                   + " | ".join(cell(n, "allreduce", k * MIB) for k in (1, 4, 16, 64)) + f" | {geomean(every):.2f} |")
+    others = [op for op in OPS if op != "allreduce"]
+    out += ["", "| from 1 MiB, worst cell | " + " | ".join(others) + " |", "|---" * (len(others) + 1) + "|"]
+    for n in ranks:
+        worst = []
+        for op in others:
+            big = [r for r in rows(n, op) if r["size"] >= MIB]
+            w = min(big, key=lambda r: r["ratio"]) if big else None
+            worst.append("-" if w is None else f"{w['ratio']:.2f} ({_b(w['size'])})")
+        out.append(f"| {n} ranks | " + " | ".join(worst) + " |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ranks", default="2,4,8", help="rank counts (default 2,4,8)")
@@ -128,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in ranks if args.refresh else ():
         refresh(n)
     results = {(n, op): run(n, op, args, out) for n in ranks for op in args.ops.split(",")}
-    lines = summary(results, ranks)
+    lines = summary(results, ranks) + [""] + markdown(results, ranks)
     text = "\n".join(lines)
     print(text)
     (out / "summary.txt").write_text(text + "\n")

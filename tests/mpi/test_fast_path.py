@@ -77,14 +77,25 @@ def test_allreduce(comm, count, dtype):
     assert comm.last_selection.algorithm.endswith("@shm")
 
 
-def test_the_same_arrays_again_see_new_data(comm):
+@pytest.fixture(scope="module")
+def one_shot():
+    """A communicator whose small calls run on the one-shot slots whatever the profile measured."""
+    c = pyhccl.Communicator(COMM, algo="MeshOneShot@shm")
+    yield c
+    c.release()
+
+
+@pytest.mark.parametrize("which", ["default", "one-shot"])
+def test_the_same_arrays_again_see_new_data(comm, one_shot, which):
+    c = comm if which == "default" else one_shot
     x, out = np.empty(5, np.float32), np.empty(5, np.float32)
     for i in range(40):
         x[:] = RANK + i
-        comm.Allreduce(x, out)
+        c.Allreduce(x, out)
         assert np.array_equal(out, np.full(5, sum(r + i for r in range(N)), np.float32)), i
-    runners = [p for p in comm.compiled_plans.values() if isinstance(p, OneShotRunner)]
-    assert runners, "a small AllReduce on one node runs on the one-shot slots"
+    if which == "one-shot":
+        assert any(isinstance(p, OneShotRunner) for p in c.compiled_plans.values())
+        assert c.warm_calls, "the loop's calls took the warm path"
 
 
 @pytest.mark.parametrize("count", COUNTS)
@@ -128,7 +139,7 @@ def test_interleaved_sizes_and_ops(comm):
 
 @pytest.mark.skipif(N == 1, reason="a late rank needs a peer")
 def test_a_late_rank_times_out_the_one_shot():
-    c = pyhccl.Communicator(COMM, profile="auto", timeout=1.0, abort_on_timeout=False)
+    c = pyhccl.Communicator(COMM, algo="MeshOneShot@shm", timeout=1.0, abort_on_timeout=False)
     x, out = np.ones(4, np.float32), np.empty(4, np.float32)
     COMM.Barrier()
     c.Allreduce(x, out)                         # every rank on time
