@@ -115,15 +115,15 @@ class Checks:
             rows = np.flatnonzero(mask[lo:hi])
             if len(rows):
                 row = lo + rows[0]
-                raise sim.fail(int(ops.rank[row]), text(ops.actions[row], row))
+                raise sim.fail(int(ops.rank[row]), text(ops.action(row), row))
         if t in self.match_steps:
             n = sim.n
             g = next(x for x in self.bad_pairs if x // (n * n) == t)
             src, dst = divmod(g % (n * n), n)
             rows = range(lo, hi)
-            s = [ops.actions[i].src for i in rows if ops.local[i] == 0 and ops.kind[i] == SEND
+            s = [ops.action(i).src for i in rows if ops.local[i] == 0 and ops.kind[i] == SEND
                  and ops.rank[i] == src and ops.peer[i] == dst]
-            r = [ops.actions[i].dst for i in rows if ops.local[i] == 0 and ops.kind[i] == RECV
+            r = [ops.action(i).dst for i in rows if ops.local[i] == 0 and ops.kind[i] == RECV
                  and ops.rank[i] == dst and ops.peer[i] == src]
             raise sim.fail(dst if len(s) > len(r) else src,
                            f"rank {src} sends [{', '.join(map(str, s))}] to rank {dst}, which receives "
@@ -148,7 +148,7 @@ class Checks:
 
     def static_local(self, row: int) -> tuple[int, str]:
         """The rank and message of a local row's static fault."""
-        a, rank = self.ops.actions[row], int(self.ops.rank[row])
+        a, rank = self.ops.action(row), int(self.ops.rank[row])
         if self.not_local[row]:
             return rank, f"'{a}' is not a local operation"
         if self.bad_size[row]:
