@@ -13,6 +13,9 @@ contributions, wrapping sum of per-rank random 64-bit keys, the exact set of ran
 when N <= 64, origin index): above 64 ranks a missing, doubled or foreign contribution changes
 the count or the key sum, except with probability about 2^-62. A count of ten billion costs what
 a count of ten does; the cost grows with the pieces the plans move, not with their size.
+Local operations run the i-th of every rank together; a rank's chain of reduces into one
+destination (a reduction in rank order) runs as one batch, and a batch whose checks flag
+anything is run again op by op, so that the fault is reported exactly where it is.
 """
 
 from __future__ import annotations
