@@ -158,6 +158,7 @@ def main() -> int:
                    help="seconds of plan building above which a call is not run (its process gets 4x this)")
     p.add_argument("--fraction", type=float, default=0.01, help="share of the sweep's tasks to run")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ops", default=",".join(POD_OPS), help="with pod: only these ops, comma-separated")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
@@ -169,7 +170,7 @@ def main() -> int:
              run_case({"op": "AllReduce", "topo": "1x1x4096", "count": LARGE, "algo": "NHR"}, a.timeout))
     if "pod" in parts:
         for topo in POD_TOPOS:
-            for op in POD_OPS:
+            for op in [o for o in POD_OPS if o in a.ops.split(",")]:
                 for count in (SMALL, LARGE):
                     show(f"{op} {topo} count {count}", "<= 10 s",
                          run_case({"op": op, "topo": topo, "count": count}, a.timeout))

@@ -9,6 +9,7 @@ block, which is how the Concur and Parallel executors give each template its sha
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable
 
 from ..core.call import Call
@@ -46,6 +47,12 @@ def _slices(call: Call, base: int, lo: int, hi: int) -> Slices | VSlices:
     if lo == 0 and hi == c:
         return Slices(base, n, c, n, 0)
     return VSlices(tuple(base + j * c + lo for j in range(n)), (hi - lo,) * n)
+
+
+@lru_cache(maxsize=64)
+def _max_input(call: Call) -> int:
+    """The largest per-rank input of ``call`` (asked once per call, not once per rank)."""
+    return max(call.input_count(r) for r in range(call.nranks))
 
 
 def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], *, lo: int = 0,
@@ -86,15 +93,20 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
             steps.append(Step())
         return steps + template(group, pos, sl, buf=OUT, scratch=scratch)
     if op in ("reduce_scatter", "reduce_scatter_v"):
-        total = max(call.input_count(r) for r in range(n))
+        total = _max_input(call)
         if call.in_place:
             sl = _slices(call, 0, lo, hi)
             steps += template(group, pos, sl, buf=OUT, scratch=scratch)
         else:
             sl = _slices(call, scratch, lo, hi)
             if copies:
-                steps += [Step(local=tuple(copy(r.moved(SCR, scratch), r) for j in range(n)
-                                           if (r := _slices(call, 0, lo, hi).region(IN, j)) is not None))]
+                blocks = _slices(call, 0, lo, hi)
+                if isinstance(blocks, Slices) and blocks.total:       # contiguous blocks: one copy
+                    whole = Region(IN, blocks.base, blocks.total)
+                    steps.append(Step(local=(copy(whole.moved(SCR, scratch), whole),)))
+                else:
+                    steps.append(Step(local=tuple(copy(r.moved(SCR, scratch), r) for j in range(n)
+                                                  if (r := blocks.region(IN, j)) is not None)))
             steps += template(group, pos, sl, buf=SCR, scratch=scratch + total)
         mine = sl.region(OUT if call.in_place else SCR, pos)
         if mine is not None:

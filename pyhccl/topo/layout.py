@@ -79,7 +79,19 @@ class Layout:
         """The group of ``rank`` at levels 0, 1 and 2."""
         if not 0 <= rank < self.nranks:
             raise ValueError(f"expecting rank in range({self.nranks}), got {rank}")
-        return tuple(next(g for g in level if rank in g) for level in self.levels)
+        return tuple(level[at[rank]] for level, at in zip(self.levels, self._group_index))
+
+    @cached_property
+    def _group_index(self) -> tuple[list[int], ...]:
+        """Per level, each rank's group index in :attr:`levels` (one pass, not a search per rank)."""
+        out = []
+        for level in self.levels:
+            at = [0] * self.nranks
+            for i, g in enumerate(level):
+                for r in g:
+                    at[r] = i
+            out.append(at)
+        return tuple(out)
 
     @cached_property
     def uniform(self) -> bool:

@@ -11,6 +11,7 @@ copy) reads and writes atoms of different widths, so that the simulator
 from __future__ import annotations
 
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Sequence
 
 import numpy as np
@@ -20,10 +21,10 @@ from ..plan.ir import Buf, Kind, Plan
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "unique", "Grid"]
 
 BUF_NAMES = ("in", "out", "scr")
-_BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2}
+_BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
 SEND, RECV, REDUCE, COPY = range(4)
+_NO_REGION = SimpleNamespace(buf=None, offset=0, count=0, repeat=1, stride=None)
 _KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
-_NONE = (-1, 0, 0, 1, 0)
 
 
 @lru_cache(maxsize=8)
@@ -54,23 +55,29 @@ class PlanArrays:
     """
 
     def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None) -> None:
-        rows: list[tuple] = []
         acts: list = []
+        sizes: list[int] = []           # actions per (plan, step, transfers | locals), in plan order
         for p in plans:
-            r = p.rank
-            for t, s in enumerate(p.steps):
-                for cls, group in ((0, s.transfers), (1, s.local)):
-                    for j, a in enumerate(group):
-                        rows.append((t, r, cls, j, _KIND.get(a.kind, -1), -1 if a.peer is None else a.peer)
-                                    + _region(a.src) + _region(a.dst))
-                        acts.append(a)
-        arr = np.array(rows, dtype=np.int64).reshape(len(rows), 16)
-        order = np.argsort(arr[:, 0], kind="stable")
-        arr = arr[order]
-        self.actions = [acts[i] for i in order]
-        (self.step, self.rank, self.local, self.index, self.kind, self.peer) = (arr[:, i].copy() for i in range(6))
-        self.src = Side(*(arr[:, 6 + i].copy() for i in range(5)))
-        self.dst = Side(*(arr[:, 11 + i].copy() for i in range(5)))
+            for s in p.steps:
+                acts += s.transfers
+                acts += s.local
+                sizes += (len(s.transfers), len(s.local))
+        nsteps = [len(p.steps) for p in plans]
+        sizes_a = np.array(sizes, dtype=np.int64)
+        group = np.repeat(np.arange(len(sizes_a)), sizes_a)
+        step_of_group = np.arange(len(sizes_a)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * np.array(nsteps))
+        rank_of_group = np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * np.array(nsteps))
+        step = step_of_group[group]
+        order = np.argsort(step, kind="stable")
+        self.step = step[order]
+        self.rank = rank_of_group[group][order]
+        self.local = (group % 2)[order]
+        self.index = (np.arange(len(group)) - (np.cumsum(sizes_a) - sizes_a)[group])[order]
+        self.kind = np.array([_KIND.get(a.kind, -1) for a in acts], dtype=np.int64)[order]
+        self.peer = np.array([-1 if a.peer is None else a.peer for a in acts], dtype=np.int64)[order]
+        self.src = _side([a.src for a in acts], order)
+        self.dst = _side([a.dst for a in acts], order)
+        self._acts, self._order = acts, order
         if shift is not None:
             shift = np.asarray(shift, dtype=np.int64)
             for side in (self.src, self.dst):
@@ -80,11 +87,20 @@ class PlanArrays:
         self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
         self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
 
+    def action(self, row: int):
+        """The IR action of ``row`` (for messages)."""
+        return self._acts[self._order[row]]
 
-def _region(r) -> tuple:
-    if r is None:
-        return _NONE
-    return (_BUF[r.buf], r.offset, r.count, r.repeat, r.stride or 0)
+
+def _side(regions: list, order: np.ndarray) -> "Side":
+    """The regions (None for none) as a :class:`Side`, rows in ``order``."""
+    rs = [_NO_REGION if r is None else r for r in regions]
+    buf = np.array([_BUF[r.buf] for r in rs], dtype=np.int64)[order]
+    off = np.array([r.offset for r in rs], dtype=np.int64)[order]
+    cnt = np.array([r.count for r in rs], dtype=np.int64)[order]
+    rep = np.array([r.repeat for r in rs], dtype=np.int64)[order]
+    stride = np.array([r.stride or 0 for r in rs], dtype=np.int64)[order]
+    return Side(buf, off, cnt, rep, stride)
 
 
 class Side:
@@ -93,10 +109,7 @@ class Side:
     def __init__(self, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray,
                  stride: np.ndarray) -> None:
         self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
-
-    @property
-    def size(self) -> np.ndarray:
-        return self.cnt * self.rep
+        self.size = cnt * rep
 
     @property
     def end(self) -> np.ndarray:

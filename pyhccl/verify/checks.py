@@ -60,13 +60,32 @@ class Checks:
         keep = (ops.step[self.pairs[0]] < limit) & (src.size[self.pairs[0]] > 0)
         self.sends, self.recvs = self.pairs[0][keep], self.pairs[1][keep]
         self.xstart = np.searchsorted(ops.step[self.sends], np.arange(ops.nsteps + 1))
-        # local rows up to the first step with a static fault, by (step, index, rank)
+        # local rows up to the first step with a static fault, by (step, index, rank); a rank's run of
+        # reduces into one destination from sources outside it (a reduction in rank order) keys as its first
         rows = np.flatnonzero(loc & (ops.step < min(limit, self.xbad_step)))
         j = int(ops.index[rows].max(initial=0)) + 1
-        rows = rows[np.argsort(ops.step[rows] * j + ops.index[rows], kind="stable")]
-        self.lrows, self.lstatic = rows, static_l[rows]
-        self.lkey = ops.step[rows] * j + ops.index[rows]
+        key = ops.step[rows] * j + ops.index[rows]
+        join = self._joins(rows, static_l[rows])
+        starts = np.flatnonzero(~join)
+        run = np.cumsum(~join) - 1
+        runkey = key[starts][run] if len(rows) else key
+        order = np.argsort(runkey, kind="stable")
+        rows = rows[order]
+        self.lrows, self.lstatic, self.lkey, self.lrunkey = rows, static_l[rows], key[order], runkey[order]
+        self.ljoin = join[order]
         self.lstart = np.searchsorted(ops.step[rows], np.arange(ops.nsteps + 1))
+
+    def _joins(self, rows: np.ndarray, static: np.ndarray) -> np.ndarray:
+        """Per local row (in (step, rank, index) order): it continues the previous row's run of reduces
+        into one destination region, its source outside that region."""
+        ops, src, dst = self.ops, self.ops.src, self.ops.dst
+        ok = ((ops.kind[rows] == REDUCE) & ~static
+              & ((src.buf[rows] != dst.buf[rows]) | (src.end[rows] <= dst.off[rows]) | (dst.end[rows] <= src.off[rows])))
+        same = ok[1:] & ok[:-1]
+        for col in (ops.step, ops.rank, dst.buf, dst.off, dst.cnt, dst.rep, dst.stride):
+            c = col[rows]
+            same &= c[1:] == c[:-1]
+        return np.r_[False, same] if len(rows) else np.zeros(0, bool)
 
     def _match(self, ok_x: np.ndarray) -> list[int]:
         """Pair the k-th send of each (step, sender, receiver) with its k-th receive; the steps where they differ."""
@@ -115,15 +134,15 @@ class Checks:
             rows = np.flatnonzero(mask[lo:hi])
             if len(rows):
                 row = lo + rows[0]
-                raise sim.fail(int(ops.rank[row]), text(ops.actions[row], row))
+                raise sim.fail(int(ops.rank[row]), text(ops.action(row), row))
         if t in self.match_steps:
             n = sim.n
             g = next(x for x in self.bad_pairs if x // (n * n) == t)
             src, dst = divmod(g % (n * n), n)
             rows = range(lo, hi)
-            s = [ops.actions[i].src for i in rows if ops.local[i] == 0 and ops.kind[i] == SEND
+            s = [ops.action(i).src for i in rows if ops.local[i] == 0 and ops.kind[i] == SEND
                  and ops.rank[i] == src and ops.peer[i] == dst]
-            r = [ops.actions[i].dst for i in rows if ops.local[i] == 0 and ops.kind[i] == RECV
+            r = [ops.action(i).dst for i in rows if ops.local[i] == 0 and ops.kind[i] == RECV
                  and ops.rank[i] == dst and ops.peer[i] == src]
             raise sim.fail(dst if len(s) > len(r) else src,
                            f"rank {src} sends [{', '.join(map(str, s))}] to rank {dst}, which receives "
@@ -148,7 +167,7 @@ class Checks:
 
     def static_local(self, row: int) -> tuple[int, str]:
         """The rank and message of a local row's static fault."""
-        a, rank = self.ops.actions[row], int(self.ops.rank[row])
+        a, rank = self.ops.action(row), int(self.ops.rank[row])
         if self.not_local[row]:
             return rank, f"'{a}' is not a local operation"
         if self.bad_size[row]:
@@ -162,19 +181,33 @@ class Checks:
         ops = self.ops
         return s, r, self.moves(s, 0, ops.rank[s]), self.moves(r, 1, ops.rank[r])
 
-    def local_batches(self, t: int):
-        """Step ``t``'s local operations, the i-th of every rank together: rows, atoms, first static fault."""
+    def local_batches(self, t: int, replay_from: int | None = None):
+        """Step ``t``'s local operations, the i-th of every rank together (a rank's run of reduces into one
+        destination with its first): ``(rows, source moves, destination moves, first static fault, run key,
+        merged)``; ``merged`` when a rank has several rows in the batch.
+
+        ``replay_from``: the rows of batches from that run key on, one original index at a time (what the
+        simulator runs after a merged batch whose checks flag a fault, to report it exactly).
+        """
         lo, hi = self.lstart[t], self.lstart[t + 1]
         if lo == hi:
             return
-        keys = self.lkey[lo:hi]
+        if replay_from is None:
+            keys, rows_all, merged = self.lrunkey[lo:hi], self.lrows[lo:hi], self.ljoin[lo:hi]
+            static_all = self.lstatic[lo:hi]
+        else:
+            take = np.flatnonzero(self.lrunkey[lo:hi] >= replay_from)
+            order = take[np.argsort(self.lkey[lo:hi][take], kind="stable")]
+            keys, rows_all, static_all = self.lkey[lo:hi][order], self.lrows[lo:hi][order], self.lstatic[lo:hi][order]
+            merged = np.zeros(len(order), bool)
         cuts = np.flatnonzero(np.diff(keys)) + 1
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, hi - lo]):
-            rows = self.lrows[lo + a:lo + b]
-            static = self.lstatic[lo + a:lo + b]
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(keys)]):
+            rows = rows_all[a:b]
+            static = static_all[a:b]
             first = self.static_local(int(rows[np.argmax(static)])) if static.any() else None
             moving = rows[~static & (self.ops.src.size[rows] > 0)]
             if not len(moving) and first is None:
                 continue
             owner = self.ops.rank[moving]
-            yield moving, self.moves(moving, 0, owner), self.moves(moving, 1, owner), first
+            yield (moving, self.moves(moving, 0, owner), self.moves(moving, 1, owner), first, int(keys[a]),
+                   bool(merged[a:b].any()))

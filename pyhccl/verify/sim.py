@@ -13,6 +13,9 @@ contributions, wrapping sum of per-rank random 64-bit keys, the exact set of ran
 when N <= 64, origin index): above 64 ranks a missing, doubled or foreign contribution changes
 the count or the key sum, except with probability about 2^-62. A count of ten billion costs what
 a count of ten does; the cost grows with the pieces the plans move, not with their size.
+Local operations run the i-th of every rank together; a rank's chain of reduces into one
+destination (a reduction in rank order) runs as one batch, and a batch whose checks flag
+anything is run again op by op, so that the fault is reported exactly where it is.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from ..plan.format import format_plans
 from ..plan.ir import Plan
 from .atoms import REDUCE, Grid, PlanArrays, rank_keys, ranges, unique
 from .checks import Checks
+from .post import post_arrays
 
 __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 
@@ -113,20 +117,21 @@ class _Sim:
         nout = max((call.output_count(r) for r in range(n)), default=0)
         if call.in_place:
             nout = max(nout, int((ins + shift).max(initial=0)))
-        nscr = max((p.scratch_count() for p in plans), default=0)
+        self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
+        nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
         self.span = span = int(self.sizes.max()) + 1
         if 3 * n * span >= _KEY_LIMIT:
             raise ValueError(f"expecting 3 x ranks x largest buffer < 2^62 elements to simulate, got 3 x {n} x "
                              f"{span - 1}: use a smaller count")
-        self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
         self.step = -1
         self.checks = Checks(self, ops)
         # the initial data: rank r's input, at its shift in the output when in place
         first = 1 if call.in_place else 0
         in_lo = (3 * np.arange(n, dtype=np.int64) + first) * span + shift
         self.init = (in_lo[ins > 0], (in_lo + ins)[ins > 0], np.flatnonzero(ins > 0))
-        self.post = self._contribs()
+        rank, off, cnt, sid, shift, exp = post_arrays(call, self.keys, self.use_mask)
+        self.post = (rank, self.base(rank, 1) + off, cnt, sid, shift, exp)
         bids = np.arange(3 * n, dtype=np.int64)
         keys = unique(np.concatenate([bids * span, bids * span + self.sizes[bids % 3], self.init[0], self.init[1],
                                       self.post[1], self.post[1] + self.post[2]]))
@@ -156,7 +161,13 @@ class _Sim:
             self.checks.before_transfers(t)
             self.transfers(t)
             for batch in self.checks.local_batches(t):
-                self.local(batch)
+                if not batch[5]:
+                    self.local(batch)
+                elif not self.local_merged(batch):     # a fault: run the rest of the step op by op to name it
+                    for b in self.checks.local_batches(t, replay_from=batch[4]):
+                        self.local(b)
+                    raise AssertionError(f"step {t}: merged local operations flagged a fault that replaying "
+                                         f"them one at a time does not raise")
         self.step = ops.nsteps
         self.check_post()
         xfer = ops.local == 0
@@ -176,7 +187,7 @@ class _Sim:
         bad = g.card[s] == 0
         if bad.any():
             row = srows[sm[np.argmax(bad)]]
-            raise self.fail(int(self.ops.rank[row]), f"reads {self.ops.actions[row].src}, which holds no data yet "
+            raise self.fail(int(self.ops.rank[row]), f"reads {self.ops.action(row).src}, which holds no data yet "
                                                      f"(read before write)")
         seen = np.zeros(len(g.keys), bool)
         seen[d] = True
@@ -184,21 +195,57 @@ class _Sim:
             order = np.argsort(d, kind="stable")
             dup = np.flatnonzero(d[order][1:] == d[order][:-1])
             row = drows[sm[order[dup + 1]].min()]
-            raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.actions[row].dst}, which another "
+            raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.action(row).dst}, which another "
                                                      f"receive of this step also writes")
         seen[:] = False
         seen[s] = True
         hit = seen[d]
         if hit.any():
             row = drows[sm[np.argmax(hit)]]
-            raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.actions[row].dst}, which it sends "
+            raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.action(row).dst}, which it sends "
                                                      f"in the same step")
         for f in g.values():
             f[d] = f[s]
         g.writer[d] = t
 
+    def local_merged(self, batch) -> bool:
+        """Run a batch where a rank reduces several sources into one destination; False (nothing written)
+        where any check could fail, for :meth:`local` to run op by op and report."""
+        rows, a, b, static = batch[:4]
+        if static is not None:
+            return False
+        g = self.g
+        s, d, m = g.pair(a, b)
+        if (g.card[s] == 0).any():
+            return False
+        red = (self.ops.kind[rows] == REDUCE)[m]
+        dd, sr = d[red], s[red]
+        if (g.card[dd] == 0).any() or (g.origin[dd] != g.origin[sr]).any():
+            return False
+        u, inv = np.unique(dd, return_inverse=True)
+        card = g.card[u].copy()
+        np.add.at(card, inv, g.card[sr])
+        if (card > self.n).any():
+            return False
+        if self.use_mask:
+            mask = g.mask[u].copy()
+            np.bitwise_or.at(mask, inv, g.mask[sr])
+            bits = np.bitwise_count(g.mask[u].view(np.uint64)).astype(np.int64)
+            np.add.at(bits, inv, np.bitwise_count(g.mask[sr].view(np.uint64)))
+            if (np.bitwise_count(mask.view(np.uint64)) != bits).any():
+                return False
+        for f in g.values():
+            f[d[~red]] = f[s[~red]]
+        key = g.key[u].copy()
+        np.add.at(key, inv, g.key[sr])
+        g.card[u], g.key[u] = card, key
+        if self.use_mask:
+            g.mask[u] = mask
+        g.writer[d] = self.step
+        return True
+
     def local(self, batch) -> None:
-        rows, a, b, static = batch
+        rows, a, b, static = batch[:4]
         ops, g = self.ops, self.g
         if len(rows):
             s, d, m = g.pair(a, b)
@@ -226,7 +273,7 @@ class _Sim:
             raise self.fail(*static)
         if first is not None:
             row = rows[first]
-            raise self.fail(int(ops.rank[row]), what(ops.actions[row], first))
+            raise self.fail(int(ops.rank[row]), what(ops.action(row), first))
         for f in g.values():
             f[d[~red]] = f[s[~red]]
         dd, sr = d[red], s[red]
@@ -237,31 +284,6 @@ class _Sim:
         g.writer[d] = self.step
 
     # -- the postcondition ----------------------------------------------------------------
-    def _contribs(self) -> tuple:
-        """Every rank's postcondition as arrays: rank, first key, count, set index, shift; and per set the
-        expected (count, key sum, mask)."""
-        rank, lo, cnt, sid, shift = [], [], [], [], []
-        sets: dict[frozenset, int] = {}
-        expect = []
-        base = self.base(np.arange(self.n), 1)
-        for r in range(self.n):
-            for c in self.call.spec.post(self.call, r):
-                i = sets.get(c.ranks)
-                if i is None:
-                    rk = sorted(c.ranks)
-                    key = self.keys[rk].sum() if rk else np.int64(0)
-                    mask = int(sum(1 << x for x in rk) - (1 << 64 if 63 in c.ranks else 0)) if self.use_mask else 0
-                    i = sets[c.ranks] = len(expect)
-                    expect.append((len(rk), key, mask))
-                rank.append(r)
-                lo.append(base[r] + c.offset)
-                cnt.append(c.count)
-                sid.append(i)
-                shift.append(c.shift)
-        a = [np.array(x, dtype=np.int64) for x in (rank, lo, cnt, sid, shift)]
-        exp = np.array(expect, dtype=np.int64).reshape(len(expect), 3)
-        return (*a, exp)
-
     def check_post(self) -> None:
         rank, lo, cnt, sid, shift, exp = self.post
         g = self.g.keys

@@ -29,6 +29,8 @@ one slice per position, in ``buf``):
   position's token holds every position's contribution (so no rank leaves before all arrived).
 """
 
+from functools import lru_cache, wraps
+
 from .alltoall import A2A
 from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
@@ -42,6 +44,29 @@ from .ring import all_gather_ring, allreduce_ring, reduce_scatter_ring
 from .bcast_reduce import BCAST, REDUCE
 from .rooted import GATHER, SCATTER
 from .p2p import P2P
+
+#: Results each table's template keeps (a sweep builds a call's plans for every rank, then again in place).
+_MEMO_SIZE = 8192
+
+
+def _memo(fn):
+    """``fn`` keeping its recent results: a call repeated with equal arguments (the in-place and
+    out-of-place forms of one call) shares the immutable steps. Unhashable arguments (lists of
+    regions) call ``fn`` every time."""
+    @lru_cache(maxsize=_MEMO_SIZE)
+    def cached(key):
+        return tuple(fn(*key[0], **dict(key[1])))
+
+    @wraps(fn)
+    def call(*args, **kwargs):
+        key = (args, tuple(kwargs.items()))
+        try:
+            hash(key)
+        except TypeError:
+            return fn(*args, **kwargs)
+        return list(cached(key))
+    return call
+
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
 AR = {
@@ -61,6 +86,10 @@ RS = {"Mesh": reduce_scatter_mesh, "MeshChunk": reduce_scatter_mesh_chunk, "NHR"
       "OrderedGroup": reduce_scatter_ordered_group}
 AG = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "NB": all_gather_nb, "RHD": all_gather_rhd,
       "Ring": all_gather_ring}
+
+for _table in (AR, RS, AG, SCATTER, GATHER, BCAST, REDUCE):
+    for _name, _fn in _table.items():
+        _table[_name] = _memo(_fn)
 
 __all__ = [
     "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",

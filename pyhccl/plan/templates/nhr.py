@@ -111,20 +111,27 @@ def reduce_scatter_nhr_aicpu_reduce(group: tuple[int, ...], pos: int, slices: Sl
         return []
     steps: list[Step] = []
     pending: tuple = ()                 # local ops that must run before the next pass sends
+    passes: dict[int, list[Step]] = {}
     for j in range(n):
         c = slices.count(j)
         if not c:
             continue
         mine = slices.region(buf, j)
-        slots = [scratch_slot(scratch, t, c, c) for t in range(n)]
-        pending += (copy(slots[pos], mine),)
+        pending += (copy(scratch_slot(scratch, pos, c, c), mine),)
         if steps:
             last = steps[-1]
             steps[-1] = Step(last.transfers, last.local + pending)
         else:
             steps.append(Step(local=pending))
-        steps += all_gather_nhr(group, pos, Slices(scratch, n, c, n, 0), buf=Buf.SCRATCH)
-        pending = tuple(reduce_in_rank_order(mine, slots, pos)) if j == pos else ()
+        gather = passes.get(c)
+        if gather is None:      # the passes of equal slice sizes share their (immutable) steps
+            gather = passes[c] = all_gather_nhr(group, pos, Slices(scratch, n, c, n, 0), buf=Buf.SCRATCH)
+        steps += gather
+        if j == pos:            # only the slice's owner reduces: the other passes need no slot list
+            slots = [scratch_slot(scratch, t, c, c) for t in range(n)]
+            pending = tuple(reduce_in_rank_order(mine, slots, pos))
+        else:
+            pending = ()
     last = steps[-1]
     steps[-1] = Step(last.transfers, last.local + pending)
     return steps
