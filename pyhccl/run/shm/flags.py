@@ -7,8 +7,9 @@ cannot be caught by the next one. Stores and loads must not pass the flags: x86 
 order and loads in order (TSO), so there nothing more is needed; on other machines ``MPI.Win.Sync``
 before the store and after the loads is the memory barrier that orders them. When the node's ranks outnumber the
 cores they may run on, a waiting rank yields its core after every look (``os.sched_yield``), as
-MPICH does with ``MPIR_CVAR_ENABLE_HEAVY_YIELD``; otherwise it spins a while first. A wait that
-goes on sleeps between looks, leaving the cores to the ranks that have work.
+MPICH does with ``MPIR_CVAR_ENABLE_HEAVY_YIELD``; otherwise it spins a while first, then yields. When
+ranks outnumber cores a wait that goes on sleeps between looks, leaving the cores to the ranks that
+have work.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ __all__ = ["FlagBarrier", "LINE", "SPINS"]
 LINE = 64
 #: Looks at a peer's flag before a waiting rank that has a core of its own starts yielding it.
 SPINS = 200
-#: Yields after which a rank still waiting sleeps between looks (:data:`NAP_S`): a long wait (a peer
-#: copying megabytes) then leaves the cores to the ranks with work, which a loop of yields would not
-#: when ranks outnumber cores (AlltoAll 16 MiB at 8 ranks on 2 cores: 1.0-1.1x native with yields only,
+#: Yields after which a rank still waiting sleeps between looks (:data:`NAP_S`) when the ranks outnumber
+#: the cores: a long wait (a peer copying megabytes) then leaves the cores to the ranks with work, which a
+#: loop of yields would not (a rank with a core of its own never naps: a nap costs it 50 us and more) (AlltoAll 16 MiB at 8 ranks on 2 cores: 1.0-1.1x native with yields only,
 #: 1.3-1.6x with naps; benchmarks/results/collectives/README.md).
 YIELDS = 100
 NAP_S = 2e-5
@@ -91,10 +92,10 @@ class FlagBarrier:
 
     def _spin(self, p: int, seq: int, deadline: float | None) -> bool:
         flags, yield_, nap, looks = self._flags, os.sched_yield, time.sleep, 0
-        spins = 0 if self.oversubscribed else SPINS
+        spins, naps = (0, YIELDS) if self.oversubscribed else (SPINS, 1 << 62)    # a core of its own: never naps
         while flags[p] < seq:
             looks += 1
-            if looks > spins + YIELDS:
+            if looks > naps:
                 nap(NAP_S)
             elif looks > spins:
                 yield_()
