@@ -115,6 +115,12 @@ def test_other_ops(comm, count):
     red = np.full(count, -7, dt)
     comm.Reduce(x, red, root=N - 1)
     assert np.array_equal(red, total(count, dt)) if RANK == N - 1 else np.all(red == -7)
+    if RANK == 0:                               # the root in place
+        mine = x.copy()
+        comm.Reduce(MPI.IN_PLACE, mine, root=0)
+        assert np.array_equal(mine, total(count, dt))
+    else:
+        comm.Reduce(x.copy(), None, root=0)
     a2a = np.empty(N * count, dt)
     comm.Alltoall(big, a2a)
     assert np.array_equal(a2a, np.concatenate([data(N * count, r, dt)[RANK * count:(RANK + 1) * count]
