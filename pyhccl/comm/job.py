@@ -49,6 +49,8 @@ class Job:
     ufunc: Callable | None = None
     reduce_op: str = "sum"
     device: gpu.DeviceBackend | None = None
+    #: ``out`` is the templates' work space, not the user's (a non-root's Reduce): nothing is written back
+    work_out: bool = False
 
 
 def root_index(root: Any, n: int) -> int:

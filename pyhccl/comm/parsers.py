@@ -66,7 +66,7 @@ def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int
     else:
         out = stage(env, sb, count)          # the templates' work space; never the user's
     return Job(Call("reduce", env.size, count, root, in_place=inplace), out.dtype, out if inplace else sb.array,
-               out, ufunc, reduce_op_name(op), sb.device)
+               out, ufunc, reduce_op_name(op), sb.device, work_out=not at_root)
 
 
 def bcast(env: Env, buf: Any, root: int = 0) -> Job | str:

@@ -80,16 +80,18 @@ class WarmCache:
 
     def remember(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
                  native: Callable | None, bound: bool = False) -> None:
-        """Remember a call whose arguments are arrays, IN_PLACE, ints or ops, and whose job works on them.
+        """Remember a call whose arguments are arrays, IN_PLACE, None, ints or ops, and whose job works on them
+        (a non-root's Reduce: its input; its output is the templates' work space).
 
         ``bound``: bind the plan to the arrays where it can (no timeout: a bound call waits without one).
         Calls whose parser copies into staging space (in-place forms of AlltoAll(V), Allgatherv,
         ReduceScatter(V)), or runs on a staged output, always take the full path.
         """
         arrays = [a for a in args if type(a) is np.ndarray]
-        if any(b.size and not any(np.may_share_memory(b, a) for a in arrays) for b in (job.inp, job.out)):
+        mine = (job.inp,) if job.work_out else (job.inp, job.out)     # a non-root Reduce's output is work space
+        if any(b.size and not any(np.may_share_memory(b, a) for a in arrays) for b in mine):
             return
-        if all(type(a) is np.ndarray or a is MPI.IN_PLACE or isinstance(a, (int, MPI.Op)) for a in args):
+        if all(type(a) is np.ndarray or a is MPI.IN_PLACE or a is None or isinstance(a, (int, MPI.Op)) for a in args):
             warm = WarmCall(method, args, job, plan, selection, native, bound)
             self.recent[warm.key] = warm
             if len(self.recent) > RECENT:
