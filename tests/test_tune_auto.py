@@ -47,8 +47,8 @@ def test_a_lone_candidate_wins_unpriced_and_other_ops_are_not_the_profiles():
 
 
 def test_the_cache_file_round_trips_and_is_keyed(tmp_path):
-    key = profile_key("host", "MPICH 5", "4 ranks", 2, "1")
-    assert key != profile_key("host", "MPICH 5", "8 ranks", 2, "1")
+    key = profile_key("host, MPICH 5, 4 ranks, 2 cores")
+    assert key != profile_key("host, MPICH 5, 8 ranks, 2 cores")
     path = profile_path(str(tmp_path), key)
     prof = AutoProfile(key, "layout", (ONE, TWO, AG), 0.5)
     saved = save_profile(prof, path)

@@ -249,8 +249,8 @@ def _one_size(bop: BenchOp, args: BenchArgs, comm: MPI.Intracomm, comms: dict[st
             res[ip] = (t, wrong if t is not None or not ip else None)
         t, wrong = res[False]
         t_ip, ip_wrong = res.get(True, (None, None))
-        label = {_TUNED: "tuned:", _FAST: "fast:"}.get(algo, "" if algo else "auto:")
-        label = label + _selected(pc) if label else algo
+        prefix = {_TUNED: "tuned:", _FAST: "fast:", "": "auto:"}.get(algo)
+        label = prefix + _selected(pc) if prefix else algo
         rows.append(Row(size, count * (n if bop.block else 1), dname, redop, args.root if spec.rooted else -1,
                         _us(t), _gbs(size, t), _gbs(size, t, bw), wrong,
                         _us(t_ip), _gbs(size, t_ip), _gbs(size, t_ip, bw), ip_wrong,

@@ -1,4 +1,4 @@
-"""The machine profile of a Communicator: looked up in the cache, else measured (about a second, collective).
+"""The machine profile of a Communicator: looked up in the cache, else measured (collective, about a second).
 
 pyhccl's fast paths on one node (:data:`FAST`) are the shared-memory engine's: the one-shot Mesh on
 double-buffered slots for small calls (:mod:`pyhccl.run.shm.oneshot`) and the plans' programs with
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 from datetime import datetime, timezone
 
@@ -24,6 +23,7 @@ from mpi4py import MPI
 from ..algo.names import parse_algo_ref
 from ..core import settings
 from ..core.call import HCCL_OPS, OPS, Call
+from ..run.shm.flags import cores
 from ..run.shm.oneshot import ONE_SHOT_MAX_BYTES
 from ..topo import Topology
 from ..tune.auto import AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path, save_profile
@@ -60,11 +60,10 @@ def auto_profile(pcomm: MPI.Intracomm, planner: Planner, topology: Topology, ref
     ranks span several nodes (the fast paths need one node; HCCL's selection then)."""
     if planner.several_nodes():
         return None
-    eng = planner.engine()
-    key_text = (f"{pcomm.Get_size()} ranks on one node, topology {topology.spec.to_text()}, "
-                f"cross-memory attach {'on' if eng.cma else 'off'}, fast paths {sorted(FAST.items())}")
     host, mpi = MPI.Get_processor_name(), MPI.Get_library_version().splitlines()[0].strip()
-    key = profile_key(host, mpi, key_text, _cores(), "1")
+    layout = f"{host}, {mpi}, {pcomm.Get_size()} ranks, topology {topology.spec.to_text()}, {cores()} cores"
+    cma = "on" if planner.engine().cma else "off"
+    key = profile_key(f"{layout}, cross-memory attach {cma}, fast paths {sorted(FAST.items())}")
     path = profile_path(settings.cache_dir(), key)
     cached = None
     if not refresh:
@@ -74,7 +73,6 @@ def auto_profile(pcomm: MPI.Intracomm, planner: Planner, topology: Topology, ref
             log.warning("pyhccl: %s; measuring again", e)
     if pcomm.allreduce(cached is not None, op=MPI.LAND):
         return cached
-    layout = f"{host}, {mpi}, {pcomm.Get_size()} ranks, topology {topology.spec.to_text()}, {_cores()} cores"
     prof = measure(pcomm, planner, key, layout)
     saved = ""
     if pcomm.Get_rank() == 0:
@@ -133,9 +131,3 @@ def _timer(pcomm: MPI.Intracomm, planner: Planner, op: str, name: str, nbytes: i
     iters = int(min(_MAX_ITERS, max(_MIN_ITERS, _BUDGET_S / max(once, 1e-7))))
     return lambda: go(iters)
 
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

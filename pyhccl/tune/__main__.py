@@ -16,6 +16,7 @@ from mpi4py import MPI
 from ..algo.predicates import op_call
 from ..comm import Communicator
 from ..comm.probe import auto_profile
+from ..core.units import format_size
 
 SIZES = tuple(8 << (3 * i) for i in range(9))          # 8 B, 64 B, ..., 64 MiB
 
@@ -41,19 +42,12 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm = MPI.COMM_WORLD
         picks = []
         for size in SIZES:
             res, _ = prof.costs(op, pc.topology.info, op_call(op, size))
-            picks.append(f"{_b(size)}: {res.winner.name if res.winner else '-'}")
+            picks.append(f"{format_size(size)}: {res.winner.name if res.winner else '-'}")
         print(f"  {op:<14} " + ", ".join(picks))
         for c in (c for c in prof.candidates if c.op == op and c.points):
-            pts = ", ".join(f"{_b(n)} {t * 1e6:.1f} us" for n, t in c.points)
+            pts = ", ".join(f"{format_size(n)} {t * 1e6:.1f} us" for n, t in c.points)
             print(f"    {c.name:<18} measured: {pts}")
     return 0
-
-
-def _b(n: int) -> str:
-    for unit, k in (("M", 1 << 20), ("K", 1 << 10)):
-        if n >= k and n % k == 0:
-            return f"{n // k}{unit}"
-    return str(n)
 
 
 if __name__ == "__main__":

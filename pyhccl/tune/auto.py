@@ -138,9 +138,9 @@ class AutoProfile:
                                 "points": [[n, t] for n, t in c.points]} for c in self.candidates]}
 
 
-def profile_key(host: str, mpi: str, layout: str, cores: int, version: str) -> str:
-    """The cache key of a layout: host, MPI library, layout (ranks, topology, nodes), cores, pyhccl version."""
-    text = json.dumps([host, mpi, layout, cores, version, VERSION])
+def profile_key(what: str) -> str:
+    """The cache key of ``what`` a profile is measured for (host, MPI library, ranks, topology, cores, ...)."""
+    text = json.dumps([what, VERSION])
     return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 

@@ -5,11 +5,10 @@ small shared window; a barrier is over for a rank once every peer's count has re
 Counts only grow, so a barrier needs no reset and a rank that leaves early (it saw every count)
 cannot be caught by the next one. Stores and loads must not pass the flags: x86 keeps stores in
 order and loads in order (TSO), so there nothing more is needed; on other machines ``MPI.Win.Sync``
-before the store and after the loads is the memory barrier that orders them. When the node's ranks outnumber the
-cores they may run on, a waiting rank yields its core after every look (``os.sched_yield``), as
-MPICH does with ``MPIR_CVAR_ENABLE_HEAVY_YIELD``; otherwise it spins a while first, then yields. When
-ranks outnumber cores a wait that goes on sleeps between looks, leaving the cores to the ranks that
-have work.
+before the store and after the loads is the memory barrier that orders them. A waiting rank with a
+core of its own spins a while, then yields (``os.sched_yield``); when the node's ranks outnumber the
+cores it yields after every look, as MPICH does with ``MPIR_CVAR_ENABLE_HEAVY_YIELD``, and a wait
+that goes on sleeps between looks, leaving the cores to the ranks that have work.
 """
 
 from __future__ import annotations
@@ -21,16 +20,16 @@ import time
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["FlagBarrier", "LINE", "SPINS"]
+__all__ = ["FlagBarrier", "LINE", "SPINS", "cores"]
 
 #: Bytes between two ranks' flags: one cache line each, so a store invalidates no peer's flag.
 LINE = 64
 #: Looks at a peer's flag before a waiting rank that has a core of its own starts yielding it.
 SPINS = 200
-#: Yields after which a rank still waiting sleeps between looks (:data:`NAP_S`) when the ranks outnumber
-#: the cores: a long wait (a peer copying megabytes) then leaves the cores to the ranks with work, which a
-#: loop of yields would not (a rank with a core of its own never naps: a nap costs it 50 us and more) (AlltoAll 16 MiB at 8 ranks on 2 cores: 1.0-1.1x native with yields only,
-#: 1.3-1.6x with naps; benchmarks/results/collectives/README.md).
+#: Yields after which a rank still waiting sleeps :data:`NAP_S` between looks, when the ranks outnumber the
+#: cores: a long wait (a peer copying megabytes) then leaves the cores to the ranks with work (AlltoAll 16 MiB,
+#: 8 ranks on 2 cores: 1.0-1.1x native with yields only, 1.3-1.6x with naps; benchmarks/results/collectives/
+#: README.md). A rank with a core of its own never naps: a nap costs it 50 us and more.
 YIELDS = 100
 NAP_S = 2e-5
 #: Machines whose memory order keeps stores in order and loads in order (no barrier around the flags).
@@ -39,7 +38,8 @@ TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
 _CLOCK_EVERY = 64
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:                      # not Linux
@@ -72,7 +72,7 @@ class FlagBarrier:
         self._mine = rank * step
         self._peers = tuple(p * step for p in range(size) if p != rank)
         self.seq = 0
-        self.oversubscribed = size > _cores()
+        self.oversubscribed = size > cores()
 
     def wait(self, deadline: float | None = None) -> bool:
         """Enter the next barrier and wait until every rank of the node has; False when ``deadline``

@@ -168,10 +168,7 @@ class OneShotRunner:
         return slots.generation, dtype, [t[self.rank] for t in typed], typed
 
     def _wait(self, timeout: float | None) -> None:
-        eng = self.engine
-        if timeout is None:
-            eng.flags.wait()
-        elif not eng.sync(timeout):
+        if not self.engine.sync(timeout):
             algo = str(AlgoRef(ONE_SHOT[self.call.op], Runtime.SHM))
             pending = "the node barrier of step 0: some rank of the node has not reached it"
             raise CollectiveTimeoutError(
