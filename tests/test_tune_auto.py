@@ -50,8 +50,9 @@ def test_the_cache_file_round_trips_and_is_keyed(tmp_path):
     key = profile_key("host, MPICH 5, 4 ranks, 2 cores")
     assert key != profile_key("host, MPICH 5, 8 ranks, 2 cores")
     path = profile_path(str(tmp_path), key)
-    prof = AutoProfile(key, "layout", (ONE, TWO, AG), 0.5)
+    prof = AutoProfile(key, "layout", (ONE, TWO, AG), 0.5, one_shot=(("AllGather", 131072),))
     saved = save_profile(prof, path)
+    assert saved.one_shot_max("AllGather") == 131072 and saved.one_shot_max("AllReduce") is None
     assert saved.path == path and saved == load_profile(path, key)
     assert load_profile(path, "another key") is None              # measured for another layout
     assert load_profile(str(tmp_path / "none.json"), key) is None
@@ -61,6 +62,8 @@ def test_the_cache_file_round_trips_and_is_keyed(tmp_path):
     (lambda d: d.update(schema="other"), "schema/version"),
     (lambda d: d["candidates"][0].update(points=[[1024, -1.0]]), "not positive"),
     (lambda d: d["candidates"][0].pop("name"), "KeyError"),
+    (lambda d: d.update(one_shot={"AllGather": -1}), "negative"),
+    (lambda d: d.update(one_shot=[1]), "AttributeError"),
 ])
 def test_a_malformed_cache_file_names_the_fix(tmp_path, edit, match):
     path = profile_path(str(tmp_path), "k")
@@ -98,3 +101,22 @@ def test_the_cli_measures_caches_and_prints_the_picks(tmp_path, monkeypatch, cap
     assert files[0].stat().st_mtime_ns == stamp
     assert main(["--refresh"], MPI.COMM_SELF) == 0
     assert files[0].stat().st_mtime_ns != stamp
+
+
+@pytest.mark.parametrize("wins, cap", [
+    ([True, True, True], 1 << 20),                  # the slots win at every size: they take all they can
+    ([True, False, False], 131072),                 # half-way (geometrically) from 64 KiB to 256 KiB
+    ([True, True, False], 524288),
+    ([False, True, True], 32768),                   # lost at the first size: half-way from 16 KiB
+])
+def test_the_one_shot_crossover_from_the_measured_wins(wins, cap):
+    from pyhccl.comm.probe import ONE_SHOT_SIZES, _crossover
+    assert ONE_SHOT_SIZES == (65536, 262144, 1 << 20)
+    assert _crossover(wins) == cap
+
+
+def test_the_explanation_names_a_measured_one_shot_crossover():
+    prof = AutoProfile("k", "layout", (ONE, TWO), 0.5, one_shot=(("AllReduce", 131072),))
+    assert prof.describe("AllReduce")[1] == ("  one-step Mesh on shared slots for inputs up to 128 KiB, above: "
+                                             "peers' arrays read in place (measured)")
+    assert len(PROF.describe("AllReduce")) == 1

@@ -21,9 +21,12 @@ from ..run.mpi import compile_plan
 from ..run.timeout import allgather_timed
 from ..run.shm import OPS as SHM_OPS
 from ..run.shm import HierRunner, OneShotRunner, ShmRunner, compile_hier, compile_shm, node_engine, one_shot, shm_engine
+from ..run.shm.engine import CMA_MIN_BYTES
+from ..run.shm.oneshot import ONE_SHOT, ONE_SHOT_MAX_BYTES
 from ..select import Selection, SelectionError, normalize_op, parse_override, select_for
 from ..topo import Topology
 from ..select import Profile
+from ..tune.auto import AutoProfile
 from ..tune.file import NATIVE
 from .job import Job, describe, shared_shape
 
@@ -188,6 +191,13 @@ class Planner:
         log.debug("pyhccl: %s -> %s", what, name)
         return (ref, sel), plan
 
+    def one_shot_max(self, call: Call) -> int | None:
+        """The machine profile's crossover for ``call``'s one-step Mesh: inputs of up to that many bytes run on
+        the slots, larger ones read the peers' arrays in place (cross-memory attach); None: the default rules
+        (slots up to ONE_SHOT_MAX_BYTES, cross-memory attach from CMA_MIN_BYTES)."""
+        prof = self.profile
+        return prof.one_shot_max(call.spec.hccl) if isinstance(prof, AutoProfile) else None
+
     def several_nodes(self) -> bool:
         """Whether the ranks span several nodes (``@shm`` then runs hierarchically); collective the first time."""
         if self._several is None:
@@ -214,13 +224,15 @@ class Planner:
                      for r in range(call.nranks)]
             alias = call.in_place or call.op == "broadcast"
             return HierRunner(compile_hier(plans, rank, ne.node, ne.local, job.dtype.itemsize, alias), ne)
-        if ref.shm and one_shot(call, name, job.dtype.itemsize):      # one flag barrier on double-buffered slots
-            return OneShotRunner(call, rank, job.dtype.itemsize, self.engine())
+        most = self.one_shot_max(call) if ref.shm else None
+        if ref.shm and one_shot(call, name, job.dtype.itemsize, ONE_SHOT_MAX_BYTES if most is None else most):
+            return OneShotRunner(call, rank, job.dtype.itemsize, self.engine())     # one flag barrier on slots
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]
             eng = self.engine()
-            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank, eng.cma_for(call, job.dtype.itemsize)),
-                             eng)
+            least = 0 if most is not None and ONE_SHOT.get(call.op) == name else CMA_MIN_BYTES
+            return ShmRunner(compile_shm(call, plans, job.dtype.itemsize, rank,
+                                         eng.cma_for(call, job.dtype.itemsize, least)), eng)
         # Gather and Scatter (a root's own IN_PLACE gives it another plan) run their plan over MPI also on @shm
         plan = build_plan(call, name, rank, self.machine)
         return compile_plan(plan, job.dtype.itemsize, self.ub_transfer_bytes)

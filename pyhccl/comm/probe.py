@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from datetime import datetime, timezone
 
@@ -23,14 +24,16 @@ from mpi4py import MPI
 from ..algo.names import parse_algo_ref
 from ..core import settings
 from ..core.call import HCCL_OPS, OPS, Call
+from ..plan.api import build_plan
+from ..run.shm import OneShotRunner, ShmRunner, compile_shm
 from ..run.shm.flags import cores
-from ..run.shm.oneshot import ONE_SHOT_MAX_BYTES
+from ..run.shm.oneshot import ONE_SHOT, ONE_SHOT_MAX_BYTES
 from ..topo import Topology
 from ..tune.auto import AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path, save_profile
 from .agree import Planner
 from .job import Job
 
-__all__ = ["FAST", "SIZES", "auto_profile", "measure"]
+__all__ = ["FAST", "SIZES", "ONE_SHOT_SIZES", "auto_profile", "measure", "one_shot_caps"]
 
 log = logging.getLogger("pyhccl")
 
@@ -50,6 +53,8 @@ FAST: dict[str, tuple[tuple[str, int], ...]] = {
 }
 #: HCCL data sizes (bytes) the candidates of an op with several are timed at.
 SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
+#: Input sizes (bytes per rank) each op's one-step Mesh is timed at on the slots and in place (:func:`one_shot_caps`).
+ONE_SHOT_SIZES = (64 << 10, 256 << 10, ONE_SHOT_MAX_BYTES)
 #: Seconds one block of a (size, candidate) measurement aims at, and its bounds on iterations; blocks
 #: timed (the fastest block's mean counts: a slow spell of a shared machine spoils one block, not the price).
 _BUDGET_S, _MIN_ITERS, _MAX_ITERS, _BLOCKS = 0.004, 3, 200, 3
@@ -86,37 +91,95 @@ def auto_profile(pcomm: MPI.Intracomm, planner: Planner, topology: Topology, ref
 def measure(pcomm: MPI.Intracomm, planner: Planner, key: str, layout: str) -> AutoProfile:
     """Time every op's candidates at :data:`SIZES` where it has several (collective): the profile.
 
-    At each size the candidates are timed in turn, block after block, and each keeps its fastest
-    block: a slow spell of a shared machine then spoils a block of each, not one candidate's price.
+    First each op's one-step Mesh is timed on the slots and reading the peers' arrays in place
+    (:func:`one_shot_caps`); the candidates are then timed with those crossovers in force. With
+    cross-memory attach, ``MeshOneShot@shm`` runs calls of any size (above its crossover it reads
+    the peers' inputs in place) and is priced at every size. At each size the candidates are
+    timed in turn, block after block, and each keeps its fastest block: a slow spell of a shared
+    machine then spoils a block of each, not one candidate's price.
     """
     start = time.perf_counter()
     n, rank = pcomm.Get_size(), pcomm.Get_rank()
-    cands = []
-    for op, paths in FAST.items():
-        pts: dict[str, list[tuple[int, float]]] = {name: [] for name, _ in paths}
-        for size in SIZES if len(paths) > 1 else ():
-            timers = {name: _timer(pcomm, planner, op, name, size, n, rank) for name, most in paths
-                      if not most or size <= most}
-            best = {name: float("inf") for name in timers}
-            for _ in range(_BLOCKS):
-                for name, t in timers.items():
-                    best[name] = min(best[name], t())
-            for name in timers:
-                pts[name].append((size, pcomm.allreduce(best[name], op=MPI.MAX)))
-        cands += [Candidate(op, name, most, tuple(pts[name])) for name, most in paths]
+    caps = one_shot_caps(pcomm, planner)
+    kept, planner.profile = planner.profile, AutoProfile(key, layout, (), one_shot=caps)
+    try:
+        cands = []
+        for op, paths in FAST.items():
+            paths = tuple((name, 0 if caps and parse_algo_ref(name).name == ONE_SHOT.get(HCCL_OPS[op]) else most)
+                          for name, most in paths)
+            pts: dict[str, list[tuple[int, float]]] = {name: [] for name, _ in paths}
+            for size in SIZES if len(paths) > 1 else ():
+                timers = {name: _timer(pcomm, planner, _call(op, n, max(1, size // 4)), name) for name, most in paths
+                          if not most or size <= most}
+                for name, t in _fastest(pcomm, timers).items():
+                    pts[name].append((size, t))
+            cands += [Candidate(op, name, most, tuple(pts[name])) for name, most in paths]
+    finally:
+        planner.profile = kept
     took = pcomm.allreduce(time.perf_counter() - start, op=MPI.MAX)
-    return AutoProfile(key, layout, tuple(cands), round(took, 3), datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return AutoProfile(key, layout, tuple(cands), round(took, 3), datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                       one_shot=caps)
 
 
-def _timer(pcomm: MPI.Intracomm, planner: Planner, op: str, name: str, nbytes: int, n: int, rank: int):
-    """A function of no arguments timing a block of ``name`` for ``op`` at HCCL data size ``nbytes`` (float32
-    sum): its mean seconds on this rank (the block's iterations are the same on every rank)."""
+def one_shot_caps(pcomm: MPI.Intracomm, planner: Planner) -> tuple[tuple[str, int], ...]:
+    """Per HCCL op, the largest input its one-step Mesh runs on the slots (collective): the one-step Mesh is
+    timed at :data:`ONE_SHOT_SIZES` on the slots and reading the peers' arrays in place; nothing where
+    cross-memory attach does not work (the default rules then).
+
+    The slots' copy in and copy out each move the data between cores, which in-place reads do not;
+    where that pays depends on the machine (and, on a VM, on the vCPU a rank runs on).
+    """
+    eng, n, rank = planner.engine(), pcomm.Get_size(), pcomm.Get_rank()
+    if n == 1 or not eng.cma:
+        return ()
+    caps = []
+    for kind, name in ONE_SHOT.items():
+        spec = OPS[kind]
+        wins = []
+        for size in ONE_SHOT_SIZES:
+            call = _call(spec.hccl, n, max(1, size // 4 // _call(spec.hccl, n, 1).input_count(0)))
+            plans = [build_plan(call, name, r, planner.machine) for r in range(n)]
+            t = _fastest(pcomm, {"slots": _timer(pcomm, planner, call, name, OneShotRunner(call, rank, 4, eng)),
+                                 "cma": _timer(pcomm, planner, call, name,
+                                               ShmRunner(compile_shm(call, plans, 4, rank, cma=True), eng))})
+            wins.append(t["slots"] <= t["cma"])
+        caps.append((spec.hccl, _crossover(wins)))
+    return tuple(caps)
+
+
+def _crossover(wins: list[bool]) -> int:
+    """The largest input for the slots, from whether they won at each of :data:`ONE_SHOT_SIZES`: every size up to
+    the first they lose at, and half-way (geometrically) to it; all of them: ONE_SHOT_MAX_BYTES."""
+    k = wins.index(False) if False in wins else len(wins)
+    if k == len(wins):
+        return ONE_SHOT_MAX_BYTES
+    below = ONE_SHOT_SIZES[k - 1] if k else ONE_SHOT_SIZES[0] // 4
+    return int(math.sqrt(below * ONE_SHOT_SIZES[k])) // 64 * 64
+
+
+def _call(op: str, n: int, count: int) -> Call:
+    """HCCL op ``op`` over ``n`` ranks, ``count`` elements (root 0 where rooted)."""
     kind = HCCL_OPS[op]
-    count = max(1, nbytes // 4)
-    call = Call(kind, n, count, 0) if OPS[kind].rooted else Call(kind, n, count)
+    return Call(kind, n, count, 0) if OPS[kind].rooted else Call(kind, n, count)
+
+
+def _fastest(pcomm: MPI.Intracomm, timers: dict) -> dict[str, float]:
+    """Each timer's fastest block of :data:`_BLOCKS`, timed in turn, the slowest rank's (the same on every rank)."""
+    best = {name: float("inf") for name in timers}
+    for _ in range(_BLOCKS):
+        for name, t in timers.items():
+            best[name] = min(best[name], t())
+    return {name: pcomm.allreduce(b, op=MPI.MAX) for name, b in best.items()}
+
+
+def _timer(pcomm: MPI.Intracomm, planner: Planner, call: Call, name: str, runner=None):
+    """A function of no arguments timing a block of ``call`` (float32 sum) with ``name``, or with ``runner`` when
+    given: its mean seconds on this rank (the block's iterations are the same on every rank)."""
+    rank = pcomm.Get_rank()
     inp = np.ones(call.input_count(rank), np.float32)
     out = np.empty(call.output_count(rank), np.float32)
-    runner = planner.build(Job(call, np.dtype(np.float32), inp, out, np.add, "sum"), parse_algo_ref(name))
+    if runner is None:
+        runner = planner.build(Job(call, np.dtype(np.float32), inp, out, np.add, "sum"), parse_algo_ref(name))
     bufs = (inp, out, np.empty(runner.scratch_count, np.float32))
 
     def go(k: int) -> float:
@@ -130,4 +193,3 @@ def _timer(pcomm: MPI.Intracomm, planner: Planner, op: str, name: str, nbytes: i
     once = pcomm.allreduce(go(1), op=MPI.MAX)
     iters = int(min(_MAX_ITERS, max(_MIN_ITERS, _BUDGET_S / max(once, 1e-7))))
     return lambda: go(iters)
-

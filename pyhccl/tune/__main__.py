@@ -44,6 +44,10 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm = MPI.COMM_WORLD
             res, _ = prof.costs(op, pc.topology.info, op_call(op, size))
             picks.append(f"{format_size(size)}: {res.winner.name if res.winner else '-'}")
         print(f"  {op:<14} " + ", ".join(picks))
+        most = prof.one_shot_max(op)
+        if most is not None:
+            print(f"    one-step Mesh on the shared slots for inputs up to {format_size(most)}, above: the peers' "
+                  f"arrays read in place (measured)")
         for c in (c for c in prof.candidates if c.op == op and c.points):
             pts = ", ".join(f"{format_size(n)} {t * 1e6:.1f} us" for n, t in c.points)
             print(f"    {c.name:<18} measured: {pts}")

@@ -13,6 +13,7 @@ keeps HCCL's own selection and pricing.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -30,7 +31,7 @@ __all__ = ["SCHEMA", "Candidate", "AutoProfile", "profile_key", "profile_path", 
            "ProfileError"]
 
 SCHEMA = "pyhccl-machine-profile"
-VERSION = 1
+VERSION = 2
 ENGINE = "SHM"
 
 
@@ -77,6 +78,8 @@ class AutoProfile:
         key: what it was measured for (:func:`profile_key`); ``layout``: that, for people.
         candidates: every op's fast paths (HCCL op names), measured where an op has several.
         measure_s: seconds the measurement took; ``path``: the cache file ("" in memory).
+        one_shot: per HCCL op, the largest input (bytes) its one-step Mesh runs on the shared slots, where
+            that was measured against reading the peers' arrays in place (:mod:`pyhccl.comm.probe`).
     """
 
     key: str
@@ -85,6 +88,7 @@ class AutoProfile:
     measure_s: float = 0.0
     created: str = ""
     path: str = ""
+    one_shot: tuple[tuple[str, int], ...] = ()
     kind: ClassVar[str] = "machine profile"
     _by_op: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
@@ -98,6 +102,10 @@ class AutoProfile:
 
     def ops(self) -> set[str]:
         return set(self._by_op)
+
+    def one_shot_max(self, op: str) -> int | None:
+        """The measured crossover of HCCL op ``op``'s one-step Mesh (bytes of input run on the slots), or None."""
+        return dict(self.one_shot).get(op)
 
     def check(self, topo: TopoInfo) -> None:
         """Nothing to check: the profile is looked up by the layout it was measured on (:func:`profile_key`)."""
@@ -127,15 +135,21 @@ class AutoProfile:
     def describe(self, op: str) -> list[str]:
         cands = self._by_op.get(op, [])
         meas = sum(len(c.points) for c in cands)
-        return [f"machine profile: {self.path or '(in memory)'} ({self.layout}; {len(cands)} {op} fast path"
-                f"{'s' * (len(cands) != 1)}, {meas} measured points, measured in {self.measure_s:.2f} s; "
-                f"PYHCCL_PROFILE=hccl for HCCL's own selection)"]
+        lines = [f"machine profile: {self.path or '(in memory)'} ({self.layout}; {len(cands)} {op} fast path"
+                 f"{'s' * (len(cands) != 1)}, {meas} measured points, measured in {self.measure_s:.2f} s; "
+                 f"PYHCCL_PROFILE=hccl for HCCL's own selection)"]
+        most = self.one_shot_max(op)
+        if most is not None:
+            lines.append(f"  one-step Mesh on shared slots for inputs up to {_b(most)}, above: peers' arrays read "
+                         f"in place (measured)")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "version": VERSION, "key": self.key, "layout": self.layout,
                 "measure_s": self.measure_s, "created": self.created,
                 "candidates": [{"op": c.op, "name": c.name, "max_bytes": c.max_bytes,
-                                "points": [[n, t] for n, t in c.points]} for c in self.candidates]}
+                                "points": [[n, t] for n, t in c.points]} for c in self.candidates],
+                "one_shot": dict(self.one_shot)}
 
 
 def profile_key(what: str) -> str:
@@ -173,8 +187,11 @@ def load_profile(path: str, key: str) -> AutoProfile | None:
         for c in cands:
             if any(t <= 0 or not math.isfinite(t) or n <= 0 for n, t in c.points) or c.max_bytes < 0:
                 raise ValueError(f"candidate {c.name}: a size or time that is not positive")
+        caps = tuple((str(op), int(n)) for op, n in data["one_shot"].items())
+        if any(n < 0 for _, n in caps):
+            raise ValueError("one_shot: a size that is negative")
         return AutoProfile(key, str(data["layout"]), cands, float(data.get("measure_s", 0.0)),
-                           str(data.get("created", "")), path)
+                           str(data.get("created", "")), path, caps)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ProfileError(f"{path}: malformed machine profile ({type(e).__name__}: {e}); delete it or run "
                            f"'mpiexec -n N python -m pyhccl.tune --refresh'") from None
@@ -187,7 +204,7 @@ def save_profile(profile: AutoProfile, path: str) -> AutoProfile:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(profile.to_json(), f, indent=1)
     os.replace(tmp, path)
-    return AutoProfile(profile.key, profile.layout, profile.candidates, profile.measure_s, profile.created, path)
+    return dataclasses.replace(profile, path=path)
 
 
 def _b(n: int) -> str:

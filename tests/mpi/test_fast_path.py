@@ -9,6 +9,7 @@ between (the slots' parity and the engine's barriers interleave). A rank that ne
 the others raise CollectiveTimeoutError in the one-shot's barrier.
 """
 
+import dataclasses
 import json
 import os
 import time
@@ -18,7 +19,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
-from pyhccl.run.shm import OneShotRunner
+from pyhccl.run.shm import OneShotRunner, ShmRunner
 from pyhccl.run.timeout import CollectiveTimeoutError
 
 pytestmark = pytest.mark.mpi
@@ -125,6 +126,42 @@ def test_other_ops(comm, count):
     comm.Alltoall(big, a2a)
     assert np.array_equal(a2a, np.concatenate([data(N * count, r, dt)[RANK * count:(RANK + 1) * count]
                                                for r in range(N)]))
+
+
+@pytest.mark.skipif(N == 1, reason="one rank runs no engine program")
+def test_a_measured_one_shot_crossover_routes_larger_calls_to_in_place_reads():
+    """A profile whose one-step Mesh crossover is 4 KiB: inputs of 1000 float32 run on the slots, 3000 read the
+    peers' arrays in place (cross-memory attach, where the engine has it; the window otherwise), every op right."""
+    c = pyhccl.Communicator(COMM, profile="auto")
+    try:
+        planner = c.dispatcher.planner
+        ops = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "AllToAll")
+        planner.profile = dataclasses.replace(planner.profile, one_shot=tuple((op, 4096) for op in ops))
+        cma = planner.engine().cma
+        for count, small in ((1000 // N, True), (3000, False)):       # AlltoAll's input: N x count
+            x = data(count, RANK, np.float32)
+            out = np.empty(count, np.float32)
+            c.Allreduce(x, out, op=MPI.SUM)
+            assert np.array_equal(out, total(count, np.float32))
+            g = np.empty(N * count, np.float32)
+            c.Allgather(x, g)
+            assert np.array_equal(g, np.concatenate([data(count, r, np.float32) for r in range(N)]))
+            assert c.last_selection.algorithm == "Mesh@shm"
+            ag = list(c.compiled_plans.values())[-1]
+            big = data(N * count, RANK, np.float32)
+            a2a = np.empty(N * count, np.float32)
+            c.Alltoall(big, a2a)
+            assert np.array_equal(a2a, np.concatenate([data(N * count, r, np.float32)[RANK * count:(RANK + 1) * count]
+                                                       for r in range(N)]))
+            aa = list(c.compiled_plans.values())[-1]
+            b = x.copy()
+            c.Bcast(b, root=N - 1)
+            assert np.array_equal(b, data(count, N - 1, np.float32))
+            for runner in (ag, aa):         # the lone candidates: the one-step Mesh, on the slots or in place
+                assert isinstance(runner, OneShotRunner) if small else \
+                    isinstance(runner, ShmRunner) and runner.plan.cma == cma, (count, runner)
+    finally:
+        c.release()
 
 
 def test_interleaved_sizes_and_ops(comm):

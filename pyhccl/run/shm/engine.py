@@ -115,13 +115,14 @@ class ShmEngine:
         self.generation = next(_GENERATIONS)
         return True
 
-    def cma_for(self, call: Any, itemsize: int) -> bool:
+    def cma_for(self, call: Any, itemsize: int, least: int = CMA_MIN_BYTES) -> bool:
         """Whether ``call`` (a :class:`~pyhccl.core.call.Call`, the same on every rank) reads peers' arrays with
-        cross-memory attach on this engine: where it works and the largest buffer has CMA_MIN_BYTES or more."""
+        cross-memory attach on this engine: where it works and the largest buffer has ``least`` bytes or more
+        (CMA_MIN_BYTES unless a machine profile measured where it pays)."""
         if not self.cma:
             return False
         big = max(max(call.input_count(r), call.output_count(r)) for r in range(call.nranks))
-        return big * itemsize >= CMA_MIN_BYTES
+        return big * itemsize >= least
 
     def bounce(self, nbytes: int) -> np.ndarray:
         """``(2, nbytes)`` bytes of local memory the runners of this engine read peers' pieces into (one

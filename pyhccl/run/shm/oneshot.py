@@ -37,11 +37,12 @@ ONE_SHOT_MAX_BYTES = 1 << 20
 _IN_PLACE_OK = frozenset({"allreduce", "broadcast"})
 
 
-def one_shot(call: Call, name: str, itemsize: int) -> bool:
+def one_shot(call: Call, name: str, itemsize: int, most: int = ONE_SHOT_MAX_BYTES) -> bool:
     """Whether :class:`OneShotRunner` runs ``call`` for template ``name``: the op's one-step Mesh, inputs of at
-    most ONE_SHOT_MAX_BYTES, not in place except where the input is read once before the output is written."""
+    most ``most`` bytes (at most ONE_SHOT_MAX_BYTES; a machine profile may measure a lower crossover), not in
+    place except where the input is read once before the output is written."""
     return ONE_SHOT.get(call.op) == name and (not call.in_place or call.op in _IN_PLACE_OK) \
-        and call.counts is None and call.input_count(0) * itemsize <= ONE_SHOT_MAX_BYTES
+        and call.counts is None and call.input_count(0) * itemsize <= min(most, ONE_SHOT_MAX_BYTES)
 
 
 class Slots:
