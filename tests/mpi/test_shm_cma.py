@@ -126,6 +126,19 @@ def test_reads_of_several_pieces(op, algo):
     agree_ok(bad)
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_the_one_shot_reads_peers_inputs_between_two_barriers(n):
+    """MeshOneShot in place: every load of a peer's copy of its input reads the input itself, so no step writes
+    what a peer loads in it: no barrier between the loads and the reduce, each load fused into the reduce (no
+    scratch in the window), two barriers in all."""
+    call = Call("allreduce", n, 4096)
+    plans = [build_plan(call, "MeshOneShot", r) for r in range(n)]
+    sp = compile_shm(call, plans, 4, 1, cma=True)
+    assert sp.syncs == 2
+    loads = [e for e in sp.program if e[0] != SYNC]
+    assert len(loads) == n - 1 and all(e[3][0] == PEER and e[3][2].value == "in" for e in loads), loads
+
+
 def test_moving_freed_and_reallocated_buffers_are_read_afresh():
     """Addresses are published every call: a buffer freed and another allocated (maybe at the same address)
     with other values, or one that moves on some ranks only, is never read stale."""

@@ -72,10 +72,10 @@ class ShmPlan:
         self._layout(plans)
         ops, nsteps = self._ops(plans)
         self._atomize(ops)
-        hazard = self._hazards(ops, nsteps)
         defs = self._dataflow(ops)
         if cma:
             self._forward(ops, defs)
+        hazard = self._hazards(ops, nsteps)             # on the atoms the pulls read once forwarded
         self._fuse(ops, defs, hazard)
         self._fold(ops, defs)
         if cma:
