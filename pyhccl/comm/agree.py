@@ -22,7 +22,7 @@ from ..run.timeout import allgather_timed
 from ..run.shm import OPS as SHM_OPS
 from ..run.shm import HierRunner, OneShotRunner, ShmRunner, compile_hier, compile_shm, node_engine, one_shot, shm_engine
 from ..run.shm.engine import CMA_MIN_BYTES
-from ..run.shm.oneshot import ONE_SHOT, ONE_SHOT_MAX_BYTES
+from ..run.shm.oneshot import ONE_SHOT
 from ..select import Selection, SelectionError, normalize_op, parse_override, select_for
 from ..topo import Topology
 from ..select import Profile
@@ -225,7 +225,7 @@ class Planner:
             alias = call.in_place or call.op == "broadcast"
             return HierRunner(compile_hier(plans, rank, ne.node, ne.local, job.dtype.itemsize, alias), ne)
         most = self.one_shot_max(call) if ref.shm else None
-        if ref.shm and one_shot(call, name, job.dtype.itemsize, ONE_SHOT_MAX_BYTES if most is None else most):
+        if ref.shm and one_shot(call, name, job.dtype.itemsize, most):
             return OneShotRunner(call, rank, job.dtype.itemsize, self.engine())     # one flag barrier on slots
         if ref.shm and call.op in SHM_OPS:
             plans = [build_plan(call, name, r, self.machine) for r in range(call.nranks)]

@@ -37,12 +37,13 @@ ONE_SHOT_MAX_BYTES = 1 << 20
 _IN_PLACE_OK = frozenset({"allreduce", "broadcast"})
 
 
-def one_shot(call: Call, name: str, itemsize: int, most: int = ONE_SHOT_MAX_BYTES) -> bool:
+def one_shot(call: Call, name: str, itemsize: int, most: int | None = None) -> bool:
     """Whether :class:`OneShotRunner` runs ``call`` for template ``name``: the op's one-step Mesh, inputs of at
-    most ``most`` bytes (at most ONE_SHOT_MAX_BYTES; a machine profile may measure a lower crossover), not in
-    place except where the input is read once before the output is written."""
+    most ``most`` bytes (None: ONE_SHOT_MAX_BYTES, also the most it takes; a machine profile may measure a lower
+    crossover), not in place except where the input is read once before the output is written."""
+    most = ONE_SHOT_MAX_BYTES if most is None else min(most, ONE_SHOT_MAX_BYTES)
     return ONE_SHOT.get(call.op) == name and (not call.in_place or call.op in _IN_PLACE_OK) \
-        and call.counts is None and call.input_count(0) * itemsize <= min(most, ONE_SHOT_MAX_BYTES)
+        and call.counts is None and call.input_count(0) * itemsize <= most
 
 
 class Slots:
