@@ -37,6 +37,7 @@ def algorithms(op: str) -> list[str]:
     return flat_names(op) + hccl_names(op)
 
 
+@lru_cache(maxsize=1024)
 def resolve_name(op: str, name: str) -> str:
     """The exact spelling of ``name`` (any case) among :func:`algorithms`.
 

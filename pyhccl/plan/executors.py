@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
@@ -97,15 +98,15 @@ class Levels:
     rank: int
     groups: tuple[tuple[int, ...], ...]
 
-    @property
+    @cached_property
     def dims(self) -> tuple[int, ...]:
         return tuple(len(g) for g in self.groups)
 
-    @property
+    @cached_property
     def me(self) -> tuple[int, ...]:
         return tuple(g.index(self.rank) for g in self.groups)
 
-    @property
+    @cached_property
     def mult(self) -> tuple[int, ...]:
         m, out = 1, []
         for d in self.dims:
@@ -125,8 +126,10 @@ class Levels:
             raise LayoutError(f"{name} needs {len(groups)} levels of equal-size groups whose sizes multiply to "
                               f"{nranks} ranks; this layout has groups of sizes {lv.dims}"
                               f"{'' if uniform else ' and levels of unequal groups'}")
-        if sum(c * m for c, m in zip(lv.me, lv.mult)) != rank or any(
-                g[j] != rank + (j - lv.me[k]) * lv.mult[k] for k, g in enumerate(lv.groups) for j in range(len(g))):
+        me, mult = lv.me, lv.mult
+        if sum(c * m for c, m in zip(me, mult)) != rank or any(
+                g != tuple(range(rank - me[k] * mult[k], rank + (len(g) - me[k]) * mult[k], mult[k]))
+                for k, g in enumerate(lv.groups)):
             raise LayoutError(f"{name} needs ranks numbered level 0 fastest (HCCL's order); "
                               f"rank {rank} has groups {lv.groups}")
         return lv
