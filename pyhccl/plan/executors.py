@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 from .ir import Buf, Plan, Region, Step, copy
 from .slices import Slices, VSlices
+from .templates import positions
 
 __all__ = ["Levels", "merge", "split_links", "pad", "cut_sequence", "block_sequence", "parallel_ratio",
            "concur_weights", "omnipipe_slice_count"]
@@ -51,8 +52,25 @@ def pad(steps: list[Step], length: int) -> list[Step]:
 
 
 def scratch_end(steps: Sequence[Step]) -> int:
-    """One past the highest scratch element ``steps`` touch."""
-    return Plan(0, tuple(steps)).scratch_count()
+    """One past the highest scratch element ``steps`` touch.
+
+    Each step's figure is remembered by identity (with the step held, so its id stays its
+    own): the memoised templates hand every rank of a call the same Step objects.
+    """
+    end = 0
+    for s in steps:
+        hit = _STEP_END.get(id(s))
+        if hit is None or hit[0] is not s:
+            if len(_STEP_END) >= _STEP_END_SIZE:
+                _STEP_END.clear()
+            hit = _STEP_END[id(s)] = (s, Plan(0, (s,)).scratch_count())
+        if hit[1] > end:
+            end = hit[1]
+    return end
+
+
+_STEP_END: dict[int, tuple[Step, int]] = {}
+_STEP_END_SIZE = 1 << 16
 
 
 def split_links(steps: Sequence[Step], shares: Sequence[float]) -> list[Step]:
@@ -160,7 +178,7 @@ def cut_sequence(lv: Levels, order: Sequence[int], down: Callable, up: Callable 
         big = Slices.floor_tail(region.offset, largest, dims[k])
         active = not down_rooted or all(me[l] == rc[l] for l in order[s + 1:])
         rpos = rc[k] if down_rooted else None
-        probe = down(k, lv.groups[k], 0, big, 0 if down_rooted else None, scratch)
+        probe = down(k, positions(dims[k]), 0, big, 0 if down_rooted else None, scratch)
         steps = down(k, lv.groups[k], me[k], sl, rpos, scratch) if active else []
         phases.append(pad(steps, len(probe)))
         scratch = max(scratch, scratch_end(probe))     # each phase its own scratch: see aligned()
@@ -172,7 +190,7 @@ def cut_sequence(lv: Levels, order: Sequence[int], down: Callable, up: Callable 
     for s, (k, sl, big, rpos) in enumerate(reversed(cuts)):
         done = [kk for kk, *_ in reversed(cuts)][:s]
         active = not up_rooted or all(me[l] == rc[l] for l in done)
-        probe = up(k, lv.groups[k], 0, big, 0 if up_rooted else None, scratch)
+        probe = up(k, positions(dims[k]), 0, big, 0 if up_rooted else None, scratch)
         steps = up(k, lv.groups[k], me[k], sl, rpos if up_rooted else None, scratch) if active else []
         phases.append(pad(steps, len(probe)))
         scratch = max(scratch, scratch_end(probe))
@@ -231,7 +249,7 @@ def block_sequence(lv: Levels, order: Sequence[int], run: Callable, c: int, lo: 
             continue
         rpos = rc[k] if rc is not None else None
         active = rc is None or all(me[l] == rc[l] for l in order[s + 1:])
-        probe = run(k, lv.groups[k], 0, sl, 0 if rc is not None else None, scratch)
+        probe = run(k, positions(lv.dims[k]), 0, sl, 0 if rc is not None else None, scratch)
         phases.append(pad(run(k, lv.groups[k], me[k], sl, rpos, scratch) if active else [], len(probe)))
         scratch = max(scratch, scratch_end(probe))
     return phases

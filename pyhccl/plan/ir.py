@@ -254,12 +254,13 @@ class Plan:
 
     def scratch_count(self) -> int:
         """Scratch elements the plan needs: one past the highest scratch element it touches."""
-        end = 0
+        end, scr = 0, Buf.SCRATCH
         for s in self.steps:
-            for a in s.transfers + s.local:
-                for r in (a.src, a.dst):
-                    if r is not None and r.buf is Buf.SCRATCH and r.size:
-                        end = max(end, r.end)
+            for acts in (s.transfers, s.local):
+                for a in acts:
+                    for r in (a.src, a.dst):
+                        if r is not None and r.buf is scr and r.count and r.end > end:
+                            end = r.end
         return end
 
     def describe(self) -> str:
