@@ -22,7 +22,7 @@ from functools import cached_property
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Plan, Region, Step, copy
+from .ir import Buf, Plan, Region, Step, copy, recv, send
 from .slices import Slices, VSlices
 from .templates import positions
 
@@ -97,8 +97,7 @@ def split_links(steps: Sequence[Step], shares: Sequence[float]) -> list[Step]:
             for k in sizes:
                 if k:
                     piece = Region(r.buf, off, k)
-                    xfer.append(type(a)(a.kind, a.peer, piece if a.src is not None else None,
-                                        piece if a.dst is not None else None))
+                    xfer.append(send(a.peer, piece) if a.src is not None else recv(a.peer, piece))
                 off += k
         out.append(Step(tuple(xfer), s.local))
     return out

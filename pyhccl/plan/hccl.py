@@ -162,7 +162,7 @@ def build_registered(call: Call, reg: Registration, rank: int, groups: Sequence[
         return batch_send_recv(call, rank)
     kind = executor_kind(reg.executor)
     n = call.nranks
-    everyone = tuple(range(n))
+    everyone = positions(n)
     try:
         if kind == "sole":
             f = forms[0][0]
@@ -232,7 +232,7 @@ def _rs_then_ag(call: Call, rank: int, rs: Callable, ag: Callable, *, floor_tail
     if c == 0 or n == 1:
         return steps
     sl = Slices.floor_tail(0, c, n) if floor_tail else Slices.ceil(0, c, n)
-    group = tuple(range(n))
+    group = positions(n)
     return steps + rs(group, rank, sl, buf=Buf.OUTPUT, scratch=0) + ag(group, rank, sl, buf=Buf.OUTPUT, scratch=0)
 
 
@@ -240,7 +240,7 @@ def _concur(call: Call, reg: Registration, rank: int, forms: Sequence[Form]) -> 
     """The Concur executor: two templates over all ranks at once, data split w0 : w1 (§3.4)."""
     n = call.nranks
     w0, w1 = ex.concur_weights(call.op, reg.parts.engine_prefix, n)
-    everyone = tuple(range(n))
+    everyone = positions(n)
     f0, f1 = (_fn(f, reg, n) for f in forms)
     if call.op == "alltoallv":
         return _concur_a2av(call, rank, f0, f1, w0, w1)
@@ -254,7 +254,7 @@ def _concur(call: Call, reg: Registration, rank: int, forms: Sequence[Form]) -> 
 def _concur_a2av(call: Call, rank: int, f0, f1, w0: int, w1: int) -> list[Step]:
     """AlltoAllV over two templates: per-peer counts split floor(count/(w0+w1))*w0 to the mesh."""
     n, m = call.nranks, call.matrix
-    group = tuple(range(n))
+    group = positions(n)
 
     def cut(buf, off, k):
         k0 = k // (w0 + w1) * w0

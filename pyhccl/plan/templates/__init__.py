@@ -31,7 +31,7 @@ one slice per position, in ``buf``):
 
 from functools import lru_cache, wraps
 
-from ..ir import Action, Step
+from ..ir import Step, with_peer
 from .alltoall import A2A
 from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
@@ -94,7 +94,7 @@ def relabel(steps, group) -> tuple[Step, ...]:
     out = []
     for s in steps:
         if s.transfers:
-            s = Step(tuple(Action(a.kind, group[a.peer], a.src, a.dst) for a in s.transfers), s.local)
+            s = Step(tuple([with_peer(a, group[a.peer]) for a in s.transfers]), s.local)
         out.append(s)
     return tuple(out)
 
