@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
@@ -125,11 +125,7 @@ class Levels:
 
     @cached_property
     def mult(self) -> tuple[int, ...]:
-        m, out = 1, []
-        for d in self.dims:
-            out.append(m)
-            m *= d
-        return tuple(out)
+        return _mults(self.dims)
 
     def coords(self, rank: int) -> tuple[int, ...]:
         return tuple(rank // m % d for m, d in zip(self.mult, self.dims))
@@ -150,6 +146,15 @@ class Levels:
             raise LayoutError(f"{name} needs ranks numbered level 0 fastest (HCCL's order); "
                               f"rank {rank} has groups {lv.groups}")
         return lv
+
+
+def _mults(dims: Sequence[int]) -> tuple[int, ...]:
+    """Rank distance between neighbours at each level: 1, L0, L0*L1, ..."""
+    m, out = 1, []
+    for d in dims:
+        out.append(m)
+        m *= d
+    return tuple(out)
 
 
 # -- cut-style sequences: AllReduce, Broadcast, Reduce ----------------------------------------
@@ -205,12 +210,19 @@ def block_slices(lv: Levels, k: int, fixed: Sequence[int], c: int, lo: int, hi: 
     slices (ins_v2_reduce_scatter_sequence_executor_aicpu.cc). Each block contributes its
     window ``[lo, hi)``; ``base`` is where block 0 starts. None when the window is empty.
     """
-    w = hi - lo
-    if w <= 0 or c == 0:
+    if hi <= lo or c == 0:
         return None
-    dims, mult, me = lv.dims, lv.mult, lv.me
+    return _block_slices(lv.dims, k, tuple(fixed), sum(lv.me[l] * lv.mult[l] for l in fixed), c, lo, hi, base)
+
+
+@lru_cache(maxsize=4096)
+def _block_slices(dims: tuple[int, ...], k: int, fixed: tuple[int, ...], start: int, c: int, lo: int, hi: int,
+                  base: int) -> VSlices:
+    """:func:`block_slices` for the ranks whose blocks at the ``fixed`` levels start at block ``start``
+    (the same for every member of a group at those levels: computed once per group)."""
+    w = hi - lo
+    mult = _mults(dims)
     free = [l for l in range(len(dims)) if l != k and l not in fixed]
-    start = sum(me[l] * mult[l] for l in fixed)
     blocks = sorted(start + sum(x * mult[l] for x, l in zip(xs, free)) for xs in product(*(range(dims[l]) for l in free)))
     runs: list[list[int]] = []
     for b in blocks:
