@@ -116,15 +116,16 @@ class Region:
         return cls(_BUF_BY_CODE[d["buf"]], d["offset"], d["count"], d.get("repeat", 1), d.get("stride"))
 
 
+_new = object.__new__
 _SET_BUF, _SET_OFFSET, _SET_COUNT, _SET_REPEAT, _SET_STRIDE = (
     Region.__dict__[f].__set__ for f in ("buf", "offset", "count", "repeat", "stride"))
 
 
-def region(buf: Buf, offset: int, count: int, repeat: int = 1, stride: int | None = None) -> Region:
+def region_unchecked(buf: Buf, offset: int, count: int, repeat: int = 1, stride: int | None = None) -> Region:
     """``Region(buf, offset, count, repeat, stride)`` without its checks, for the plan builders'
     hot paths whose arguments hold Region's invariants by construction (slices of a valid
     region); anything a user passes goes through ``Region(...)``."""
-    r = object.__new__(Region)
+    r = _new(Region)
     _SET_BUF(r, buf)
     _SET_OFFSET(r, offset)
     _SET_COUNT(r, count)
@@ -193,7 +194,6 @@ class Action:
         return cls(Kind(d["kind"]), d.get("peer"), src, dst)
 
 
-_new = object.__new__
 _SET_KIND, _SET_PEER, _SET_SRC, _SET_DST = (Action.__dict__[f].__set__ for f in ("kind", "peer", "src", "dst"))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Buf, Region, region
+from .ir import Buf, Region, region_unchecked
 
 __all__ = ["Slices", "VSlices"]
 
@@ -66,7 +66,7 @@ class Slices:
         """Slice ``j`` in ``buf`` shifted by ``delta``, or None when it is empty."""
         c = self.count(j)
         off = self.base + j * self.size + delta
-        return (region if off >= 0 else Region)(buf, off, c) if c else None
+        return (region_unchecked if off >= 0 else Region)(buf, off, c) if c else None
 
     def regions(self, buf: Buf, start: int, step: int, k: int, delta: int = 0) -> list[Region]:
         """Non-empty slices ``start + i*step`` for ``i < k`` (ascending), as at most two regions."""
@@ -75,7 +75,7 @@ class Slices:
         out: list[Region] = []
         nreg = 0 if start >= self.regular else min(k, -(-(self.regular - start) // step))
         # every offset below is >= base + delta, every stride >= size: the unchecked constructor is safe
-        make = region if self.base + delta >= 0 and start >= 0 and step >= 1 else Region
+        make = region_unchecked if self.base + delta >= 0 and start >= 0 and step >= 1 else Region
         if nreg and self.size:
             off = self.base + start * self.size + delta
             if nreg == 1:
@@ -130,7 +130,7 @@ class VSlices:
         if not c:
             return None
         off = self.offsets[j] + delta
-        make = region if off >= 0 else Region
+        make = region_unchecked if off >= 0 else Region
         if self.repeat == 1:
             return make(buf, off, c)
         return Region(buf, off, c, self.repeat, self.rstride)
