@@ -3,7 +3,9 @@ edits the list it got does not edit what the next caller gets."""
 
 import pytest
 
+from pyhccl.plan import templates
 from pyhccl.plan.ir import Buf, Region
+from pyhccl.plan.slices import Slices
 from pyhccl.plan.templates import AR, allreduce_nhr
 
 
@@ -31,9 +33,7 @@ def test_unhashable_arguments_still_build():
                                         ("SCATTER", "Mesh")])
 def test_a_group_of_ranks_gets_the_positions_run_with_its_peers(role, name):
     """The memo runs a template on positions 0..n-1 and renames the peers: equal to running it on the ranks."""
-    from pyhccl.plan import templates as t
-    from pyhccl.plan.slices import Slices
-    table = getattr(t, role)
+    table = getattr(templates, role)
     raw = table[name].__wrapped__
     data = Region(Buf.OUTPUT, 7, 1001)
     for group in [(5, 6, 7, 8, 9), (3, 67, 131, 195, 259), (4, 0, 2, 1, 3)]:
