@@ -115,3 +115,13 @@ def test_two_levels_on_unequal_servers_cut_level0_to_the_gcd():
     assert lay.algo_groups(3, 2) == ((2, 3), (1, 3, 5))
     call = Call("allreduce", 6, 101)
     simulate(plans_for("CcuSchedAllReduceSequenceMeshMesh", "[[[0,1,2,3],[0,1]]]", call), call)
+
+
+def test_levels_need_hccls_numbering():
+    """Groups whose ranks are not numbered level 0 fastest are refused, naming the rank and its groups."""
+    lv = ex.Levels.of(5, [(4, 5, 6, 7), (1, 5, 9)], 12, True, "X")
+    assert (lv.dims, lv.me, lv.mult, lv.coords(10)) == ((4, 3), (1, 1), (1, 4), (2, 2))
+    with pytest.raises(ex.LayoutError, match=r"level 0 fastest.*rank 5 has groups \(\(4, 5, 6, 7\), \(1, 5, 8\)\)"):
+        ex.Levels.of(5, [(4, 5, 6, 7), (1, 5, 8)], 12, True, "X")
+    with pytest.raises(ex.LayoutError, match="level 0 fastest"):
+        ex.Levels.of(1, [(0, 1), (1, 2)], 4, True, "X")

@@ -1,7 +1,11 @@
 """The template tables remember recent results: equal arguments give equal steps, and a caller that
 edits the list it got does not edit what the next caller gets."""
 
+import pytest
+
+from pyhccl.plan import templates
 from pyhccl.plan.ir import Buf, Region
+from pyhccl.plan.slices import Slices
 from pyhccl.plan.templates import AR, allreduce_nhr
 
 
@@ -23,3 +27,21 @@ def test_other_arguments_other_steps():
 def test_unhashable_arguments_still_build():
     data = Region(Buf.OUTPUT, 0, 1001)
     assert AR["NHR"](list(range(6)), 3, data, scratch=0) == allreduce_nhr(tuple(range(6)), 3, data, scratch=0)
+
+
+@pytest.mark.parametrize("role, name", [("AR", "NHR"), ("AR", "MeshTwoShot"), ("RS", "Mesh"), ("AG", "NHR"),
+                                        ("SCATTER", "Mesh")])
+def test_a_group_of_ranks_gets_the_positions_run_with_its_peers(role, name):
+    """The memo runs a template on positions 0..n-1 and renames the peers: equal to running it on the ranks."""
+    table = getattr(templates, role)
+    raw = table[name].__wrapped__
+    data = Region(Buf.OUTPUT, 7, 1001)
+    for group in [(5, 6, 7, 8, 9), (3, 67, 131, 195, 259), (4, 0, 2, 1, 3)]:
+        for pos in range(len(group)):
+            if role == "AR":
+                args, kw = (group, pos, data), {"scratch": 64}
+            elif role == "SCATTER":
+                args, kw = (group, pos, 2, Slices.floor_tail(7, 1001, 5)), {"buf": Buf.OUTPUT, "scratch": 64}
+            else:
+                args, kw = (group, pos, Slices.floor_tail(7, 1001, 5)), {"buf": Buf.OUTPUT, "scratch": 64}
+            assert table[name](*args, **kw) == raw(*args, **kw), (group, pos)

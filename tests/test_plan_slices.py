@@ -5,6 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pyhccl.plan import Buf, Slices
+from pyhccl.plan.ir import Region
+from pyhccl.plan.slices import VSlices
 
 
 def _floor_tail(count, n):
@@ -55,3 +57,15 @@ def test_regions_cover_progression(count, n, data):
     flat = lambda ps: [o + i for o, c in ps for i in range(c)]
     assert flat(got) == flat(want)
     assert len(s.regions(Buf.OUTPUT, start, step, k)) <= 2
+
+
+def test_slices_still_refuse_a_negative_offset():
+    """Slices make their regions unchecked only where the offsets cannot be negative."""
+    sl = Slices(0, 4, 10, 4, 0)
+    assert sl.region(Buf.OUTPUT, 1, delta=-5) == Region(Buf.OUTPUT, 5, 10)
+    with pytest.raises(ValueError, match="offset >= 0"):
+        sl.region(Buf.OUTPUT, 1, delta=-20)
+    with pytest.raises(ValueError, match="offset >= 0"):
+        sl.regions(Buf.OUTPUT, 0, 2, 2, delta=-5)
+    with pytest.raises(ValueError, match="offset >= 0"):
+        VSlices((3, 9), (2, 2)).region(Buf.SCRATCH, 0, delta=-4)

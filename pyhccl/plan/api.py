@@ -16,6 +16,7 @@ from .hccl import NotRunnableError, build_registered, not_runnable_reason
 from ..topo.machine import Machine, machine
 from .ir import Plan
 from .sole import ROLE_OF_OP, TABLES, op_steps
+from .templates import positions
 
 __all__ = ["NotRunnableError", "build_plan", "flat_names", "hccl_names", "algorithms", "resolve_name",
            "not_runnable_reason"]
@@ -37,6 +38,7 @@ def algorithms(op: str) -> list[str]:
     return flat_names(op) + hccl_names(op)
 
 
+@lru_cache(maxsize=1024)
 def resolve_name(op: str, name: str) -> str:
     """The exact spelling of ``name`` (any case) among :func:`algorithms`.
 
@@ -58,11 +60,11 @@ def _build(call: Call, algo: str, rank: int, topo: str | None) -> Plan:
     name = resolve_name(call.op, algo)
     table = TABLES[ROLE_OF_OP[call.op]]
     if name in table:
-        steps = op_steps(call, table[name], rank, tuple(range(call.nranks)))
+        steps = op_steps(call, table[name], rank, positions(call.nranks))
     else:
         reg = registry.get(name)
         if topo is None:
-            steps = build_registered(call, reg, rank, (tuple(range(call.nranks)),), True)
+            steps = build_registered(call, reg, rank, (positions(call.nranks),), True)
         else:
             m = machine(topo)
             steps = build_registered(call, reg, rank, m.groups(rank, len(reg.levels)), m.uniform)

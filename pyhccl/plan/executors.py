@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Plan, Region, Step, copy
+from .ir import Buf, Plan, Region, Step, copy, recv, send
 from .slices import Slices, VSlices
+from .templates import positions
 
 __all__ = ["Levels", "merge", "split_links", "pad", "cut_sequence", "block_sequence", "parallel_ratio",
            "concur_weights", "omnipipe_slice_count"]
@@ -50,8 +52,25 @@ def pad(steps: list[Step], length: int) -> list[Step]:
 
 
 def scratch_end(steps: Sequence[Step]) -> int:
-    """One past the highest scratch element ``steps`` touch."""
-    return Plan(0, tuple(steps)).scratch_count()
+    """One past the highest scratch element ``steps`` touch.
+
+    Each step's figure is remembered by identity (with the step held, so its id stays its
+    own): the memoised templates hand every rank of a call the same Step objects.
+    """
+    end = 0
+    for s in steps:
+        hit = _STEP_END.get(id(s))
+        if hit is None or hit[0] is not s:
+            if len(_STEP_END) >= _STEP_END_SIZE:
+                _STEP_END.clear()
+            hit = _STEP_END[id(s)] = (s, Plan(0, (s,)).scratch_count())
+        if hit[1] > end:
+            end = hit[1]
+    return end
+
+
+_STEP_END: dict[int, tuple[Step, int]] = {}
+_STEP_END_SIZE = 1 << 16
 
 
 def split_links(steps: Sequence[Step], shares: Sequence[float]) -> list[Step]:
@@ -78,8 +97,7 @@ def split_links(steps: Sequence[Step], shares: Sequence[float]) -> list[Step]:
             for k in sizes:
                 if k:
                     piece = Region(r.buf, off, k)
-                    xfer.append(type(a)(a.kind, a.peer, piece if a.src is not None else None,
-                                        piece if a.dst is not None else None))
+                    xfer.append(send(a.peer, piece) if a.src is not None else recv(a.peer, piece))
                 off += k
         out.append(Step(tuple(xfer), s.local))
     return out
@@ -97,21 +115,17 @@ class Levels:
     rank: int
     groups: tuple[tuple[int, ...], ...]
 
-    @property
+    @cached_property
     def dims(self) -> tuple[int, ...]:
         return tuple(len(g) for g in self.groups)
 
-    @property
+    @cached_property
     def me(self) -> tuple[int, ...]:
         return tuple(g.index(self.rank) for g in self.groups)
 
-    @property
+    @cached_property
     def mult(self) -> tuple[int, ...]:
-        m, out = 1, []
-        for d in self.dims:
-            out.append(m)
-            m *= d
-        return tuple(out)
+        return _mults(self.dims)
 
     def coords(self, rank: int) -> tuple[int, ...]:
         return tuple(rank // m % d for m, d in zip(self.mult, self.dims))
@@ -125,11 +139,22 @@ class Levels:
             raise LayoutError(f"{name} needs {len(groups)} levels of equal-size groups whose sizes multiply to "
                               f"{nranks} ranks; this layout has groups of sizes {lv.dims}"
                               f"{'' if uniform else ' and levels of unequal groups'}")
-        if sum(c * m for c, m in zip(lv.me, lv.mult)) != rank or any(
-                g[j] != rank + (j - lv.me[k]) * lv.mult[k] for k, g in enumerate(lv.groups) for j in range(len(g))):
+        me, mult = lv.me, lv.mult
+        if sum(c * m for c, m in zip(me, mult)) != rank or any(
+                g != tuple(range(rank - me[k] * mult[k], rank + (len(g) - me[k]) * mult[k], mult[k]))
+                for k, g in enumerate(lv.groups)):
             raise LayoutError(f"{name} needs ranks numbered level 0 fastest (HCCL's order); "
                               f"rank {rank} has groups {lv.groups}")
         return lv
+
+
+def _mults(dims: Sequence[int]) -> tuple[int, ...]:
+    """Rank distance between neighbours at each level: 1, L0, L0*L1, ..."""
+    m, out = 1, []
+    for d in dims:
+        out.append(m)
+        m *= d
+    return tuple(out)
 
 
 # -- cut-style sequences: AllReduce, Broadcast, Reduce ----------------------------------------
@@ -157,7 +182,7 @@ def cut_sequence(lv: Levels, order: Sequence[int], down: Callable, up: Callable 
         big = Slices.floor_tail(region.offset, largest, dims[k])
         active = not down_rooted or all(me[l] == rc[l] for l in order[s + 1:])
         rpos = rc[k] if down_rooted else None
-        probe = down(k, lv.groups[k], 0, big, 0 if down_rooted else None, scratch)
+        probe = down(k, positions(dims[k]), 0, big, 0 if down_rooted else None, scratch)
         steps = down(k, lv.groups[k], me[k], sl, rpos, scratch) if active else []
         phases.append(pad(steps, len(probe)))
         scratch = max(scratch, scratch_end(probe))     # each phase its own scratch: see aligned()
@@ -169,7 +194,7 @@ def cut_sequence(lv: Levels, order: Sequence[int], down: Callable, up: Callable 
     for s, (k, sl, big, rpos) in enumerate(reversed(cuts)):
         done = [kk for kk, *_ in reversed(cuts)][:s]
         active = not up_rooted or all(me[l] == rc[l] for l in done)
-        probe = up(k, lv.groups[k], 0, big, 0 if up_rooted else None, scratch)
+        probe = up(k, positions(dims[k]), 0, big, 0 if up_rooted else None, scratch)
         steps = up(k, lv.groups[k], me[k], sl, rpos if up_rooted else None, scratch) if active else []
         phases.append(pad(steps, len(probe)))
         scratch = max(scratch, scratch_end(probe))
@@ -185,12 +210,19 @@ def block_slices(lv: Levels, k: int, fixed: Sequence[int], c: int, lo: int, hi: 
     slices (ins_v2_reduce_scatter_sequence_executor_aicpu.cc). Each block contributes its
     window ``[lo, hi)``; ``base`` is where block 0 starts. None when the window is empty.
     """
-    w = hi - lo
-    if w <= 0 or c == 0:
+    if hi <= lo or c == 0:
         return None
-    dims, mult, me = lv.dims, lv.mult, lv.me
+    return _block_slices(lv.dims, k, tuple(fixed), sum(lv.me[l] * lv.mult[l] for l in fixed), c, lo, hi, base)
+
+
+@lru_cache(maxsize=4096)
+def _block_slices(dims: tuple[int, ...], k: int, fixed: tuple[int, ...], start: int, c: int, lo: int, hi: int,
+                  base: int) -> VSlices:
+    """:func:`block_slices` for the ranks whose blocks at the ``fixed`` levels start at block ``start``
+    (the same for every member of a group at those levels: computed once per group)."""
+    w = hi - lo
+    mult = _mults(dims)
     free = [l for l in range(len(dims)) if l != k and l not in fixed]
-    start = sum(me[l] * mult[l] for l in fixed)
     blocks = sorted(start + sum(x * mult[l] for x, l in zip(xs, free)) for xs in product(*(range(dims[l]) for l in free)))
     runs: list[list[int]] = []
     for b in blocks:
@@ -228,7 +260,7 @@ def block_sequence(lv: Levels, order: Sequence[int], run: Callable, c: int, lo: 
             continue
         rpos = rc[k] if rc is not None else None
         active = rc is None or all(me[l] == rc[l] for l in order[s + 1:])
-        probe = run(k, lv.groups[k], 0, sl, 0 if rc is not None else None, scratch)
+        probe = run(k, positions(lv.dims[k]), 0, sl, 0 if rc is not None else None, scratch)
         phases.append(pad(run(k, lv.groups[k], me[k], sl, rpos, scratch) if active else [], len(probe)))
         scratch = max(scratch, scratch_end(probe))
     return phases

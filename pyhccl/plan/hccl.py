@@ -13,6 +13,7 @@ HCCL's shares, which over MPI become concurrent messages.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from ..algo.registry import Registration, get
@@ -22,6 +23,7 @@ from .executors import LayoutError, Levels
 from .ir import Buf, Region, Step
 from .slices import Slices
 from .sole import TABLES, data_window, op_steps
+from .templates import memoised, positions
 from .templates.p2p import batch_send_recv
 
 __all__ = ["NotRunnableError", "Form", "template_form", "executor_kind", "build_registered", "not_runnable_reason"]
@@ -118,8 +120,7 @@ def _check(reg: Registration) -> list[list[Form]]:
 
 def _fn(form: Form, reg: Registration, n: int) -> Callable:
     """The template function for ``form``, with its link split when the algorithm has one."""
-    fn = TABLES[form.role][form.name]
-    shares: Sequence[float] = ()
+    shares: tuple[float, ...] = ()
     if form.split == "detour":
         # level0DataRatio: 0.5, or 0.25 for AllGather/ReduceScatter on 2 ranks (SetchannelsPerRank, §2)
         ratio = 0.25 if n == 2 and form.role in ("AG", "RS") else 0.5
@@ -128,7 +129,14 @@ def _fn(form: Form, reg: Registration, n: int) -> Callable:
         # several ports per peer on the CLOS (NHR) links; mesh levels keep their one direct link
         shares = MULTILINK_SHARES
     if not shares:
-        return fn
+        return TABLES[form.role][form.name]
+    return _split_fn(form.role, form.name, shares)
+
+
+@lru_cache(maxsize=256)
+def _split_fn(role: str, name: str, shares: tuple[float, ...]) -> Callable:
+    """Template ``role``/``name`` with every transfer cut by ``shares`` (memoised like the template)."""
+    fn = TABLES[role][name]
 
     def split(*a, **k):
         steps = fn(*a, **k)
@@ -136,7 +144,7 @@ def _fn(form: Form, reg: Registration, n: int) -> Callable:
         if any(getattr(x, "repeat", 1) > 1 for x in a):
             return steps
         return ex.split_links(steps, shares)
-    return split
+    return memoised(split)
 
 
 def build_registered(call: Call, reg: Registration, rank: int, groups: Sequence[Sequence[int]],
@@ -154,7 +162,7 @@ def build_registered(call: Call, reg: Registration, rank: int, groups: Sequence[
         return batch_send_recv(call, rank)
     kind = executor_kind(reg.executor)
     n = call.nranks
-    everyone = tuple(range(n))
+    everyone = positions(n)
     try:
         if kind == "sole":
             f = forms[0][0]
@@ -224,7 +232,7 @@ def _rs_then_ag(call: Call, rank: int, rs: Callable, ag: Callable, *, floor_tail
     if c == 0 or n == 1:
         return steps
     sl = Slices.floor_tail(0, c, n) if floor_tail else Slices.ceil(0, c, n)
-    group = tuple(range(n))
+    group = positions(n)
     return steps + rs(group, rank, sl, buf=Buf.OUTPUT, scratch=0) + ag(group, rank, sl, buf=Buf.OUTPUT, scratch=0)
 
 
@@ -232,7 +240,7 @@ def _concur(call: Call, reg: Registration, rank: int, forms: Sequence[Form]) -> 
     """The Concur executor: two templates over all ranks at once, data split w0 : w1 (§3.4)."""
     n = call.nranks
     w0, w1 = ex.concur_weights(call.op, reg.parts.engine_prefix, n)
-    everyone = tuple(range(n))
+    everyone = positions(n)
     f0, f1 = (_fn(f, reg, n) for f in forms)
     if call.op == "alltoallv":
         return _concur_a2av(call, rank, f0, f1, w0, w1)
@@ -246,7 +254,7 @@ def _concur(call: Call, reg: Registration, rank: int, forms: Sequence[Form]) -> 
 def _concur_a2av(call: Call, rank: int, f0, f1, w0: int, w1: int) -> list[Step]:
     """AlltoAllV over two templates: per-peer counts split floor(count/(w0+w1))*w0 to the mesh."""
     n, m = call.nranks, call.matrix
-    group = tuple(range(n))
+    group = positions(n)
 
     def cut(buf, off, k):
         k0 = k // (w0 + w1) * w0
@@ -348,7 +356,7 @@ def _bcast_levels(call, lv, fns, data, scratch):
     for s, k in enumerate(order):
         f = fns[k]["BCAST"][1]
         active = all(me[l] == rc[l] for l in order[s + 1:])
-        length = len(f(lv.groups[k], 0, 0, data, scratch=scratch))
+        length = len(f(positions(lv.dims[k]), 0, 0, data, scratch=scratch))
         phases.append(ex.pad(f(lv.groups[k], me[k], rc[k], data, scratch=scratch) if active else [], length))
     return phases
 

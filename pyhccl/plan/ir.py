@@ -116,6 +116,24 @@ class Region:
         return cls(_BUF_BY_CODE[d["buf"]], d["offset"], d["count"], d.get("repeat", 1), d.get("stride"))
 
 
+_new = object.__new__
+_SET_BUF, _SET_OFFSET, _SET_COUNT, _SET_REPEAT, _SET_STRIDE = (
+    Region.__dict__[f].__set__ for f in ("buf", "offset", "count", "repeat", "stride"))
+
+
+def region_unchecked(buf: Buf, offset: int, count: int, repeat: int = 1, stride: int | None = None) -> Region:
+    """``Region(buf, offset, count, repeat, stride)`` without its checks, for the plan builders'
+    hot paths whose arguments hold Region's invariants by construction (slices of a valid
+    region); anything a user passes goes through ``Region(...)``."""
+    r = _new(Region)
+    _SET_BUF(r, buf)
+    _SET_OFFSET(r, offset)
+    _SET_COUNT(r, count)
+    _SET_REPEAT(r, repeat)
+    _SET_STRIDE(r, stride)
+    return r
+
+
 _REGION_RE = re.compile(r"(in|out|scr)\[(\d+):(\d+)(?:\|(\d+)x(\d+))?\]")
 
 
@@ -176,24 +194,43 @@ class Action:
         return cls(Kind(d["kind"]), d.get("peer"), src, dst)
 
 
+_SET_KIND, _SET_PEER, _SET_SRC, _SET_DST = (Action.__dict__[f].__set__ for f in ("kind", "peer", "src", "dst"))
+
+
+def _action(kind: Kind, peer: int | None, src: Region | None, dst: Region | None) -> Action:
+    """``Action(kind, peer, src, dst)`` in half the time of the frozen dataclass's __init__ (which
+    validates nothing either): plan builders make hundreds of actions per rank."""
+    a = _new(Action)
+    _SET_KIND(a, kind)
+    _SET_PEER(a, peer)
+    _SET_SRC(a, src)
+    _SET_DST(a, dst)
+    return a
+
+
 def send(peer: int, src: Region) -> Action:
     """Send ``src`` to ``peer``."""
-    return Action(Kind.SEND, peer, src, None)
+    return _action(Kind.SEND, peer, src, None)
 
 
 def recv(peer: int, dst: Region) -> Action:
     """Receive from ``peer`` into ``dst``."""
-    return Action(Kind.RECV, peer, None, dst)
+    return _action(Kind.RECV, peer, None, dst)
 
 
 def reduce(dst: Region, src: Region) -> Action:
     """``dst <- dst op src``."""
-    return Action(Kind.REDUCE, None, src, dst)
+    return _action(Kind.REDUCE, None, src, dst)
 
 
 def copy(dst: Region, src: Region) -> Action:
     """``dst <- src``."""
-    return Action(Kind.COPY, None, src, dst)
+    return _action(Kind.COPY, None, src, dst)
+
+
+def with_peer(a: Action, peer: int) -> Action:
+    """``a`` with its peer renamed ``peer``."""
+    return _action(a.kind, peer, a.src, a.dst)
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,12 +291,13 @@ class Plan:
 
     def scratch_count(self) -> int:
         """Scratch elements the plan needs: one past the highest scratch element it touches."""
-        end = 0
+        end, scr = 0, Buf.SCRATCH
         for s in self.steps:
-            for a in s.transfers + s.local:
-                for r in (a.src, a.dst):
-                    if r is not None and r.buf is Buf.SCRATCH and r.size:
-                        end = max(end, r.end)
+            for acts in (s.transfers, s.local):
+                for a in acts:
+                    for r in (a.src, a.dst):
+                        if r is not None and r.buf is scr and r.count and r.end > end:
+                            end = r.end
         return end
 
     def describe(self) -> str:

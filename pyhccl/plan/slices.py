@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ir import Buf, Region
+from .ir import Buf, Region, region_unchecked
 
 __all__ = ["Slices", "VSlices"]
 
@@ -65,7 +65,8 @@ class Slices:
     def region(self, buf: Buf, j: int, delta: int = 0) -> Region | None:
         """Slice ``j`` in ``buf`` shifted by ``delta``, or None when it is empty."""
         c = self.count(j)
-        return Region(buf, self.base + j * self.size + delta, c) if c else None
+        off = self.base + j * self.size + delta
+        return (region_unchecked if off >= 0 else Region)(buf, off, c) if c else None
 
     def regions(self, buf: Buf, start: int, step: int, k: int, delta: int = 0) -> list[Region]:
         """Non-empty slices ``start + i*step`` for ``i < k`` (ascending), as at most two regions."""
@@ -73,17 +74,19 @@ class Slices:
             return []
         out: list[Region] = []
         nreg = 0 if start >= self.regular else min(k, -(-(self.regular - start) // step))
+        # every offset below is >= base + delta, every stride >= size: the unchecked constructor is safe
+        make = region_unchecked if self.base + delta >= 0 and start >= 0 and step >= 1 else Region
         if nreg and self.size:
             off = self.base + start * self.size + delta
             if nreg == 1:
-                out.append(Region(buf, off, self.size))
+                out.append(make(buf, off, self.size))
             elif step == 1:
-                out.append(Region(buf, off, self.size * nreg))
+                out.append(make(buf, off, self.size * nreg))
             else:
-                out.append(Region(buf, off, self.size, nreg, step * self.size))
+                out.append(make(buf, off, self.size, nreg, step * self.size))
         j = self.regular
         if j < self.n and self.tail and j >= start and (j - start) % step == 0 and (j - start) // step < k:
-            out.append(Region(buf, self.base + j * self.size + delta, self.tail))
+            out.append(make(buf, self.base + j * self.size + delta, self.tail))
         return out
 
 
@@ -126,9 +129,11 @@ class VSlices:
         c = self.counts[j]
         if not c:
             return None
+        off = self.offsets[j] + delta
+        make = region_unchecked if off >= 0 else Region
         if self.repeat == 1:
-            return Region(buf, self.offsets[j] + delta, c)
-        return Region(buf, self.offsets[j] + delta, c, self.repeat, self.rstride)
+            return make(buf, off, c)
+        return Region(buf, off, c, self.repeat, self.rstride)
 
     def regions(self, buf: Buf, start: int, step: int, k: int, delta: int = 0) -> list[Region]:
         """Non-empty slices ``start + i*step`` for ``i < k``, one region each."""

@@ -55,6 +55,14 @@ def _max_input(call: Call) -> int:
     return max(call.input_count(r) for r in range(call.nranks))
 
 
+@lru_cache(maxsize=64)
+def _alltoall_blocks(n: int, c: int, lo: int, w: int) -> tuple[tuple[Region | None, ...], tuple[Region | None, ...]]:
+    """AlltoAll's send and receive blocks, the same on every rank (made once per call, not per rank)."""
+    send = tuple(Region(Buf.INPUT, j * c + lo, w) if w else None for j in range(n))
+    recv = tuple(Region(Buf.OUTPUT, j * c + lo, w) if w else None for j in range(n))
+    return send, recv
+
+
 def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], *, lo: int = 0,
              hi: int | None = None, scratch: int = 0, copies: bool = True) -> list[Step]:
     """Rank ``rank``'s steps for ``call`` with one template of the op's role over ``group``.
@@ -113,9 +121,7 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
             steps += copy_step(Region(OUT, lo, mine.count), mine)
         return steps
     if op == "alltoall":
-        send = [Region(IN, j * c + lo, w) if w else None for j in range(n)]
-        recv = [Region(OUT, j * c + lo, w) if w else None for j in range(n)]
-        return template(group, pos, send, recv, scratch=scratch)
+        return template(group, pos, *_alltoall_blocks(n, c, lo, w), scratch=scratch)
     if op == "alltoallv":
         m = call.matrix
         send = [Region(IN, call.sdispls[rank][group[j]], m[rank][group[j]]) if m[rank][group[j]] else None

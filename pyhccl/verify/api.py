@@ -8,6 +8,7 @@ rejects (or a builder that crashes) is "failed".
 
 from __future__ import annotations
 
+import gc
 import signal
 import threading
 import time
@@ -176,6 +177,19 @@ class _Timeout(BaseException):
 
 
 @contextmanager
+def _no_cycle_collection():
+    """Python's cycle collector paused: plans are acyclic frozen data, and at thousands of ranks
+    its full passes over the millions of plan objects built so far cost as much as building them."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+@contextmanager
 def _deadline(seconds: float | None):
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
@@ -247,14 +261,15 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
 def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
     """Build every rank's plan and simulate them."""
     plans = []
-    for r in range(m.nranks):
-        try:
-            plans.append(build_plan(call, name, r, m))
-        except NotRunnableError as e:
-            return done("not-runnable", name, str(e))
-        except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
-            return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
-                                        + "".join(traceback.format_exc(limit=-4)))
+    with _no_cycle_collection():
+        for r in range(m.nranks):
+            try:
+                plans.append(build_plan(call, name, r, m))
+            except NotRunnableError as e:
+                return done("not-runnable", name, str(e))
+            except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
+                return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
+                                            + "".join(traceback.format_exc(limit=-4)))
     try:
         rep = simulate(plans, call)
     except SimulationError as e:

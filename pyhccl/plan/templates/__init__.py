@@ -31,6 +31,7 @@ one slice per position, in ``buf``):
 
 from functools import lru_cache, wraps
 
+from ..ir import Action, Step, with_peer
 from .alltoall import A2A
 from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
@@ -49,13 +50,27 @@ from .p2p import P2P
 _MEMO_SIZE = 8192
 
 
-def _memo(fn):
-    """``fn`` keeping its recent results: a call repeated with equal arguments (the in-place and
-    out-of-place forms of one call) shares the immutable steps. Unhashable arguments (lists of
-    regions) call ``fn`` every time."""
+def memoised(fn):
+    """Template ``fn`` keeping its recent results.
+
+    A template is a function of positions: its group enters only as the peers ``group[p]``.
+    So ``fn`` runs once per group size over the positions ``0..n-1``, and a group of ranks
+    gets that result with the peers relabelled (every level-0 group of a super pod shares
+    one run per position). A call repeated with equal arguments (the in-place and
+    out-of-place forms of one call) shares the immutable steps. Unhashable arguments (lists
+    of regions) call ``fn`` every time.
+    """
+    @lru_cache(maxsize=_MEMO_SIZE)
+    def on_positions(key):
+        return tuple(fn(*key[0], **dict(key[1])))
+
     @lru_cache(maxsize=_MEMO_SIZE)
     def cached(key):
-        return tuple(fn(*key[0], **dict(key[1])))
+        args, kw = key
+        group = args[0]
+        canon = positions(len(group))
+        steps = on_positions(((canon,) + args[1:], kw))
+        return steps if group == canon else relabel(steps, group)
 
     @wraps(fn)
     def call(*args, **kwargs):
@@ -66,6 +81,45 @@ def _memo(fn):
             return fn(*args, **kwargs)
         return list(cached(key))
     return call
+
+
+@lru_cache(maxsize=64)
+def positions(n: int) -> tuple[int, ...]:
+    """The group ``(0, 1, ..., n-1)``: a template run on it names positions as peers."""
+    return tuple(range(n))
+
+
+def relabel(steps, group) -> tuple[Step, ...]:
+    """``steps`` built on :func:`positions` with every peer ``p`` renamed ``group[p]``.
+
+    The renamed transfers are shared between the calls that make equal ones (in a mesh every
+    member but one sends a peer the same slice): a super pod's plans hold each such action
+    once, not once per rank.
+    """
+    out = []
+    for s in steps:
+        if s.transfers:
+            s = Step(tuple([_renamed(a, group[a.peer]) for a in s.transfers]), s.local)
+        out.append(s)
+    return tuple(out)
+
+
+def _renamed(a: Action, peer: int) -> Action:
+    r = a.dst if a.src is None else a.src
+    if r is None or a.dst is not None and a.src is not None:
+        return with_peer(a, peer)
+    key = (a.kind, peer, a.src is None, r.buf, r.offset, r.count, r.repeat, r.stride)
+    hit = _RENAMED.get(key)
+    if hit is None:
+        if len(_RENAMED) >= _RENAMED_SIZE:
+            _RENAMED.clear()
+        hit = _RENAMED[key] = with_peer(a, peer)
+    return hit
+
+
+#: Renamed transfers kept for sharing (the last level-0 groups' worth; cleared when full).
+_RENAMED: dict[tuple, Action] = {}
+_RENAMED_SIZE = 1 << 16
 
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
@@ -89,10 +143,10 @@ AG = {"Mesh": all_gather_mesh, "NHR": all_gather_nhr, "NB": all_gather_nb, "RHD"
 
 for _table in (AR, RS, AG, SCATTER, GATHER, BCAST, REDUCE):
     for _name, _fn in _table.items():
-        _table[_name] = _memo(_fn)
+        _table[_name] = memoised(_fn)
 
 __all__ = [
-    "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
+    "memoised", "positions", "relabel", "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
     "all_gather_mesh", "allreduce_mesh_chunk", "allreduce_mesh_one_shot", "allreduce_mesh_two_shot", "reduce_scatter_mesh",
     "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce", "nhr_step_count", "reduce_scatter_nhr",
     "allreduce_rhd", "reduce_scatter_mesh_chunk", "reduce_scatter_nhr_aicpu_reduce", "reduce_scatter_nb",

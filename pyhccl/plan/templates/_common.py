@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..ir import Action, Buf, Region, Step, copy, recv, reduce, send
+from ..ir import Action, Buf, Region, Step, copy, recv, reduce, region_unchecked, send
 
 __all__ = ["exchange", "reduce_in_rank_order"]
 
@@ -34,4 +34,5 @@ def reduce_in_rank_order(dst: Region, slots: list[Region | None], pos: int) -> l
 
 def scratch_slot(base: int, index: int, size: int, count: int) -> Region:
     """Scratch slot ``index`` of ``size`` elements, holding ``count`` of them."""
-    return Region(Buf.SCRATCH, base + index * size, count)
+    off = base + index * size
+    return (region_unchecked if off >= 0 and count >= 0 else Region)(Buf.SCRATCH, off, count)
