@@ -138,13 +138,28 @@ def default_jobs() -> int:
 
 
 def run_tasks(tasks: Sequence[Task], jobs: int = 1) -> Iterator[Outcome]:
-    """Outcomes in task order; ``jobs > 1`` runs them in that many forked worker processes."""
+    """Outcomes in task order; ``jobs > 1`` runs them in that many forked worker processes.
+
+    Consecutive tasks of one op on one machine go to the same worker, so that the algorithms
+    among them that build equal plans are simulated once (:func:`~pyhccl.verify.api.check`).
+    """
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(run_task, tasks)
         return
+    batches: list[list[Task]] = []
+    for t in tasks:
+        if batches and (batches[-1][0].op, batches[-1][0].topo) == (t.op, t.topo):
+            batches[-1].append(t)
+        else:
+            batches.append([t])
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        yield from pool.map(run_task, tasks, chunksize=1)
+        for outcomes in pool.map(_run_batch, batches, chunksize=1):
+            yield from outcomes
+
+
+def _run_batch(tasks: list[Task]) -> list[Outcome]:
+    return [run_task(t) for t in tasks]
 
 
 def canonical_ops(text: str) -> list[str]:
