@@ -110,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             groups.setdefault((t.op, t.topo), []).append(i)
         order = [i for g in sorted(groups.values(), key=lambda g: -sum(weights[i] for i in g)) for i in g]
         outcomes = [None] * len(tasks)
+        index = {t: i for i, t in enumerate(tasks)}
         done = done_w = 0
-        for i, o in zip(order, run_tasks([tasks[i] for i in order], jobs)):
+        for o in run_tasks([tasks[i] for i in order], jobs, ordered=False):     # as finished: honest progress
+            i = index[o.task]
             outcomes[i] = o
             done, done_w = done + 1, done_w + weights[i]
             _progress(done, len(tasks), t0, done_w / sum(weights))
@@ -150,6 +152,8 @@ def _weight(t: Task) -> int:
 _last_progress = [0.0]
 #: Seconds between progress lines when stderr is not a terminal.
 _PROGRESS_EVERY = 30.0
+#: The share of the work done before the time left is estimated (one task says little).
+_SHARE_TO_ESTIMATE = 0.01
 
 
 def _progress(done: int, total: int, t0: float, share: float) -> None:
@@ -158,8 +162,8 @@ def _progress(done: int, total: int, t0: float, share: float) -> None:
     ``share``: the part of the work done, by :func:`_weight`; the time left is estimated from it.
     """
     now = time.perf_counter()
-    left = (now - t0) * (1 - share) / share if share > 0 else 0.0
-    line = f"# {done}/{total} tasks, {now - t0:.0f} s, about {left:.0f} s left"
+    left = f"about {(now - t0) * (1 - share) / share:.0f} s left" if share >= _SHARE_TO_ESTIMATE else "estimating"
+    line = f"# {done}/{total} tasks, {now - t0:.0f} s, {left}"
     if sys.stderr.isatty():
         print(f"\r{line}", end="" if done < total else "\n", file=sys.stderr, flush=True)
     elif now - _last_progress[0] > _PROGRESS_EVERY and done < total:
