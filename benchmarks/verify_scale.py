@@ -14,7 +14,9 @@ Figures:
 - ``cluster``: 131 072 ranks (``16x128x64``), AllReduce as HCCL selects it (target <= 5 min, <= 8 GiB).
 - ``sweep``: ``python -m pyhccl.verify all --ranks 1-128`` plus the default multi-level shapes
   with ``-j 2`` (target <= 10 min): a seeded random ``--fraction`` of its tasks is run and the
-  whole is extrapolated (CPU seconds / fraction / 2 jobs), which the output says.
+  whole is extrapolated (CPU seconds / fraction / 2 jobs), which the output says. ``--sample group``
+  draws whole (op, machine) groups instead, as the sweep hands them to one worker (names that
+  build equal plans are simulated once per worker: a task sample misses that).
 
 Each call runs in its own process (wall and CPU seconds, split into building the plans and
 simulating them, and the process's peak resident memory). A call whose plans would take more
@@ -128,8 +130,9 @@ def show(label: str, target: str, r: dict) -> None:
               flush=True)
 
 
-def sweep(fraction: float, seed: int) -> None:
-    """Run a random ``fraction`` of the ``all --ranks 1-128`` sweep's tasks and extrapolate."""
+def sweep(fraction: float, seed: int, by: str = "task") -> None:
+    """Run a random ``fraction`` of the ``all --ranks 1-128`` sweep's tasks (or of its (op, machine)
+    groups, ``by="group"``) and extrapolate."""
     from pyhccl.core import settings
     from pyhccl.topo import parse_topo
     from pyhccl.verify.cli import DEFAULT_TIMEOUT, DEFAULT_TOPOS
@@ -140,7 +143,11 @@ def sweep(fraction: float, seed: int) -> None:
     tasks = make_tasks(canonical_ops("all"), ["all"], flat, topos, expansion_mode=settings.expansion_mode(None),
                        timeout=DEFAULT_TIMEOUT)
     rng = random.Random(seed)
-    picked = [t for t in tasks if rng.random() < fraction]
+    if by == "group":
+        groups = {(t.op, t.topo): rng.random() < fraction for t in tasks}
+        picked = [t for t in tasks if groups[t.op, t.topo]]
+    else:
+        picked = [t for t in tasks if rng.random() < fraction]
     c0, w0 = time.process_time(), time.perf_counter()
     calls = failed = 0
     for i, o in enumerate(run_tasks(picked, 1)):
@@ -156,7 +163,7 @@ def sweep(fraction: float, seed: int) -> None:
                   f"with -j 2", file=sys.stderr, flush=True)
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     est = cpu / (len(picked) / len(tasks)) / 2
-    print(f"{'verify all --ranks 1-128 + default shapes':<44} {len(picked)} of {len(tasks)} tasks ({calls} calls, "
+    print(f"{'verify all --ranks 1-128 + default shapes':<44} {len(picked)} of {len(tasks)} tasks (by {by}; {calls} calls, "
           f"{failed} failed) in {wall:.0f} s wall, {cpu:.0f} s cpu; whole sweep with -j 2: about {est / 60:.1f} min "
           f"(extrapolated: cpu / {len(picked) / len(tasks):.4f} / 2)   target <= 10 min", flush=True)
 
@@ -168,6 +175,8 @@ def main() -> int:
                    help="seconds of plan building above which a call is not run (its process gets 4x this)")
     p.add_argument("--fraction", type=float, default=0.01, help="share of the sweep's tasks to run")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--sample", choices=("task", "group"), default="task",
+                   help="with sweep: draw tasks, or whole (op, machine) groups as one worker runs them")
     p.add_argument("--ops", default=",".join(POD_OPS), help="with pod: only these ops, comma-separated")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -188,7 +197,7 @@ def main() -> int:
         show("AllReduce 16x128x64 count 10^10+19", "<= 300 s, <= 8 GiB",
              run_case({"op": "AllReduce", "topo": "16x128x64", "count": LARGE}, a.timeout))
     if "sweep" in parts:
-        sweep(a.fraction, a.seed)
+        sweep(a.fraction, a.seed, a.sample)
     return 0
 
 

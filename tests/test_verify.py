@@ -101,6 +101,36 @@ def test_timeout_counts_as_failed(monkeypatch):
     assert res.status == "failed" and "no result in 0.2 s" in res.error and res.seconds < 4
 
 
+def test_equal_plan_sets_are_simulated_once_and_faults_never_reuse_a_pass(monkeypatch):
+    real, ran = api.simulate, []
+
+    def counting(plans, call):
+        ran.append(plans[0].info("algo"))
+        return real(plans, call)
+
+    monkeypatch.setattr(api, "simulate", counting)
+    monkeypatch.setattr(api, "_PASSED", {})
+    monkeypatch.setattr(api, "_passed_actions", [0])
+    a = verify("AllReduce", "1x1x7", count=1000, algo="MeshChunkTwoShot")
+    b = verify("AllReduce", "1x1x7", count=1000, algo="AicpuAllReduceSoleMeshChunkTwoShot")   # the same plans
+    c = verify("AllReduce", "1x1x7", count=1000, algo="MeshChunkTwoShot", in_place=True)      # another call
+    assert a.ok and b.ok and c.ok and (a.rounds, a.bytes) == (b.rounds, b.bytes)
+    assert ran == ["MeshChunkTwoShot", "MeshChunkTwoShot"]
+    built = api.build_plan
+
+    def broken(call, algo, rank, machine=None):        # equal to the passed plans but for one reduce
+        p = built(call, algo, rank, machine)
+        if rank == 3:
+            steps = list(p.steps)
+            steps[1] = Step(steps[1].transfers, steps[1].local[:-1])
+            p = replace(p, steps=tuple(steps))
+        return p
+
+    monkeypatch.setattr(api, "build_plan", broken)
+    d = verify("AllReduce", "1x1x7", count=1000, algo="AicpuAllReduceSoleMeshChunkTwoShot")
+    assert d.status == "failed" and "ERROR HERE" in d.error and len(ran) == 3
+
+
 @pytest.mark.parametrize("kw, err, match", [
     ({"op": "AllReduc"}, ValueError, "unknown collective 'AllReduc'"),
     ({"algo": "NHRR"}, ValueError, "did you mean NHR"),

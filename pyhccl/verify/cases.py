@@ -7,6 +7,7 @@ Everything is deterministic: the uneven V counts and AlltoAllV matrices come fro
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from typing import Sequence
 
 from ..core.call import OPS, Call
@@ -110,6 +111,17 @@ def calls(op: str, n: int, counts: Sequence[int] | None = None, *, in_place: boo
             equal count on every rank, and add uneven ones only by default.
         in_place: add the in-place form of every call, where the op has one.
     """
+    return list(_calls(op, n, None if counts is None else tuple(counts), in_place))
+
+
+@lru_cache(maxsize=64)
+def _calls(op: str, n: int, counts: tuple[int, ...] | None, in_place: bool) -> tuple[Call, ...]:
+    """:func:`calls`, kept: every algorithm of a sweep's (op, machine) group runs the same calls
+    (checking an N x N AlltoAllV matrix once, not once per algorithm)."""
+    return tuple(_make_calls(op, n, counts, in_place))
+
+
+def _make_calls(op: str, n: int, counts: Sequence[int] | None, in_place: bool) -> list[Call]:
     spec = OPS[op]
     given = counts is not None
     counts = list(counts) if given else default_counts(n)

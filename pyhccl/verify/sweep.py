@@ -10,7 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -137,14 +137,34 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def run_tasks(tasks: Sequence[Task], jobs: int = 1) -> Iterator[Outcome]:
-    """Outcomes in task order; ``jobs > 1`` runs them in that many forked worker processes."""
+def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> Iterator[Outcome]:
+    """Outcomes in task order (``ordered=False``: as workers finish them, each naming its task);
+    ``jobs > 1`` runs them in that many forked worker processes.
+
+    Consecutive tasks of one op on one machine go to the same worker, so that the algorithms
+    among them that build equal plans are simulated once (:func:`~pyhccl.verify.api.check`).
+    """
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(run_task, tasks)
         return
+    batches: list[list[Task]] = []
+    for t in tasks:
+        if batches and (batches[-1][0].op, batches[-1][0].topo) == (t.op, t.topo):
+            batches[-1].append(t)
+        else:
+            batches.append([t])
     ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        yield from pool.map(run_task, tasks, chunksize=1)
+        if ordered:
+            for outcomes in pool.map(_run_batch, batches, chunksize=1):
+                yield from outcomes
+        else:
+            for done in as_completed([pool.submit(_run_batch, b) for b in batches]):
+                yield from done.result()
+
+
+def _run_batch(tasks: list[Task]) -> list[Outcome]:
+    return [run_task(t) for t in tasks]
 
 
 def canonical_ops(text: str) -> list[str]:

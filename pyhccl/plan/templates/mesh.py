@@ -7,6 +7,8 @@ which a rank exchanges with all N-1 peers at once.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from ..ir import Buf, Region, Step, recv, reduce, send
 from ..slices import Slices
 from ._common import reduce_in_rank_order, scratch_slot
@@ -126,24 +128,8 @@ def allreduce_mesh_chunk(group: tuple[int, ...], pos: int, data: Region, *, scra
     if n == 1 or data.count == 0:
         return []
     slices = Slices.ceil(data.offset, data.count, n)
-    mine = slices.region(data.buf, pos)
-    steps = []
-    for s in range(n - 1):
-        xfer, local = [], []
-        for q in range(n - 1):
-            m = s + q + 1
-            m += m >= n
-            to, frm = (pos - m) % n, (pos + m) % n
-            tx = _chunk(slices, data.buf, to, q, n - 1)
-            if tx is not None:
-                xfer.append(send(group[to], tx))
-            rx = _chunk(slices, data.buf, pos, q, n - 1)
-            if rx is not None:
-                scr = rx.moved(Buf.SCRATCH, scratch - mine.offset)
-                xfer.append(recv(group[frm], scr))
-                local.append(reduce(rx, scr))
-        steps.append(Step(tuple(xfer), tuple(local)))
-    return steps + all_gather_mesh(group, pos, slices, buf=data.buf)
+    tx, rx, red = _chunk_table(group, data.buf, slices, scratch, None)
+    return _chunk_rounds(n, pos, tx, rx[pos], red[pos]) + all_gather_mesh(group, pos, slices, buf=data.buf)
 
 
 def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, *, buf: Buf = Buf.OUTPUT,
@@ -166,28 +152,8 @@ def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, 
     n = len(group)
     if n == 1 or slices.total == 0:
         return []
-    k = n - 1
-    regs = [slices.region(buf, j) for j in range(n)]
-    cuts = [_chunk_spans(r.count if r is not None else 0, k, align) for r in regs]
-    mine = regs[pos]
-    steps = []
-    for s in range(k):
-        xfer, local = [], []
-        for i in range(k):
-            m = s + i + 1
-            m += m >= n
-            to, frm = (pos - m) % n, (pos + m) % n
-            off, c = cuts[to][i]
-            if c:
-                xfer.append(send(group[to], _within(regs[to], off, c)))
-            off, c = cuts[pos][i]
-            if c:
-                rx = _within(mine, off, c)
-                scr = Region(Buf.SCRATCH, scratch + off * mine.repeat, c * mine.repeat)
-                xfer.append(recv(group[frm], scr))
-                local.append(reduce(rx, scr))
-        steps.append(Step(tuple(xfer), tuple(local)))
-    return steps
+    tx, rx, red = _chunk_table(group, buf, slices, scratch, align)
+    return _chunk_rounds(n, pos, tx, rx[pos], red[pos])
 
 
 def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
@@ -205,14 +171,68 @@ def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
     return [b + 1] * big + [b] * (k - big)
 
 
-def _chunk(slices: Slices, buf: Buf, j: int, q: int, k: int) -> Region | None:
-    """Chunk ``q`` of ``k`` of slice ``j``: the first ``count mod k`` chunks hold one more element."""
-    r = slices.region(buf, j)
-    if r is None:
-        return None
-    base, extra = divmod(r.count, k)
-    c = base + (q < extra)
-    return Region(buf, r.offset + q * base + min(q, extra), c) if c else None
+def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list) -> list[Step]:
+    """The N-1 MeshChunk rounds of position ``pos``, drawn from the tables of :func:`_chunk_table`.
+
+    Round s = 0..N-2, chunk q = 0..N-2: m = s+q+1, plus one when m >= N; ``tx[pos-m][q]`` (chunk q
+    of slice pos-m, to its owner) goes out, ``rx[pos+m][q]`` (chunk q of my slice, from pos+m)
+    comes in and ``red[q]`` reduces it into my slice. Empty chunks (None) are left out.
+    """
+    steps = []
+    k = n - 1
+    for s in range(k):
+        xfer, local = [], []
+        for q in range(k):
+            m = s + q + 1
+            m += m >= n
+            a = tx[(pos - m) % n][q]
+            if a is not None:
+                xfer.append(a)
+            b = red[q]
+            if b is not None:
+                xfer.append(rx[(pos + m) % n][q])
+                local.append(b)
+        steps.append(Step(tuple(xfer), tuple(local)))
+    return steps
+
+
+@lru_cache(maxsize=4)
+def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int, align: int | None) -> tuple[list, list, list]:
+    """Every MeshChunk action of a group, each built once: the plans of all positions share them
+    (N^2 actions for the group where building each position's rounds anew makes N^3).
+
+    Args:
+        align: the ReduceScatter's chunks (:func:`mesh_chunk_sizes` with this alignment, of each piece
+            of a strided slice); None: the AllReduce's (count // k, one more for the first count mod k).
+
+    Returns:
+        ``(tx, rx, red)``: ``tx[j][q]`` sends chunk q of slice j to position j (the same action on
+        every sender); ``rx[j][p][q]`` receives chunk q of position j's slice from position p into
+        the scratch mirror of that slice; ``red[j][q]`` reduces it into the slice. None: an empty chunk.
+    """
+    n, k = len(group), len(group) - 1
+    tx, rx, red, by_shape = [], [], [], {}
+    for j in range(n):
+        r = slices.region(buf, j)
+        if r is None:
+            tx.append([None] * k)
+            red.append([None] * k)
+            rx.append(None)
+            continue
+        if align is None:
+            base, extra = divmod(r.count, k)
+            spans = [(q * base + min(q, extra), base + (q < extra)) for q in range(k)]
+        else:
+            spans = _chunk_spans(r.count, k, align)
+        chunks = [_within(r, off, c) if c else None for off, c in spans]
+        scr = [Region(Buf.SCRATCH, scratch + off * r.repeat, c * r.repeat) if c else None for off, c in spans]
+        tx.append([None if c is None else send(group[j], c) for c in chunks])
+        red.append([None if c is None else reduce(c, sc) for c, sc in zip(chunks, scr)])
+        shape = tuple(scr)
+        if shape not in by_shape:
+            by_shape[shape] = [[None if sc is None else recv(group[p], sc) for sc in scr] for p in range(n)]
+        rx.append(by_shape[shape])
+    return tx, rx, red
 
 
 def _chunk_spans(count: int, k: int, align: int) -> list[tuple[int, int]]:
