@@ -92,11 +92,10 @@ def measure(pcomm: MPI.Intracomm, planner: Planner, key: str, layout: str) -> Au
     """Time every op's candidates at :data:`SIZES` where it has several (collective): the profile.
 
     First each op's one-step Mesh is timed on the slots and reading the peers' arrays in place
-    (:func:`one_shot_caps`); the candidates are then timed with those crossovers in force. With
-    cross-memory attach, ``MeshOneShot@shm`` runs calls of any size (above its crossover it reads
-    the peers' inputs in place) and is priced at every size. At each size the candidates are
-    timed in turn, block after block, and each keeps its fastest block: a slow spell of a shared
-    machine then spoils a block of each, not one candidate's price.
+    (:func:`one_shot_caps`); the candidates are then timed with those crossovers in force (up to
+    1 MiB, ``MeshOneShot@shm`` runs on the slots below its crossover and reads in place above). At
+    each size the candidates are timed in turn, block after block, and each keeps its fastest block:
+    a slow spell of a shared machine then spoils a block of each, not one candidate's price.
     """
     start = time.perf_counter()
     n, rank = pcomm.Get_size(), pcomm.Get_rank()
@@ -105,8 +104,6 @@ def measure(pcomm: MPI.Intracomm, planner: Planner, key: str, layout: str) -> Au
     try:
         cands = []
         for op, paths in FAST.items():
-            paths = tuple((name, 0 if caps and parse_algo_ref(name).name == ONE_SHOT.get(HCCL_OPS[op]) else most)
-                          for name, most in paths)
             pts: dict[str, list[tuple[int, float]]] = {name: [] for name, _ in paths}
             for size in SIZES if len(paths) > 1 else ():
                 timers = {name: _timer(pcomm, planner, _call(op, n, max(1, size // 4)), name) for name, most in paths
