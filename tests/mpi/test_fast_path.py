@@ -19,6 +19,7 @@ import pytest
 from mpi4py import MPI
 
 import pyhccl
+from pyhccl.comm.probe import FAST
 from pyhccl.run.shm import OneShotRunner, ShmRunner
 from pyhccl.run.timeout import CollectiveTimeoutError
 
@@ -54,7 +55,7 @@ def test_the_profile_prices_the_fast_paths(comm):
     a = np.zeros(8, np.float32)
     comm.Allreduce(MPI.IN_PLACE, a)
     sel = comm.last_selection
-    assert sel.source == "measured" and sel.algorithm in ("MeshOneShot@shm", "MeshTwoShot@shm")
+    assert sel.source == "measured" and sel.algorithm in dict(FAST["AllReduce"])     # whichever measured fastest
     assert "machine profile" in str(sel)
 
 
