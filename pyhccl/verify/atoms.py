@@ -18,7 +18,7 @@ import numpy as np
 
 from ..plan.ir import Buf, Kind, Plan
 
-__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "unique", "Grid"]
+__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "unique", "cut_keys", "Grid"]
 
 BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
@@ -126,11 +126,6 @@ class Moves:
     def __init__(self, key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> None:
         self.key, self.cnt, self.rep, self.stride = key, cnt, rep, stride
 
-    def pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(first key, move, piece index)`` of every piece, in stream order."""
-        k, move = ranges(np.zeros_like(self.rep), self.rep)
-        return self.key[move] + k * self.stride[move], move, k
-
     def keys_at(self, move: np.ndarray, u: np.ndarray) -> np.ndarray:
         """The key of stream offset ``u`` of each ``move``."""
         c = self.cnt[move]
@@ -162,6 +157,31 @@ def unique(a: np.ndarray) -> np.ndarray:
     """``np.unique`` by sorting (numpy's hash-based unique is slower on tens of millions of int64 keys)."""
     a = np.sort(a)
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+
+
+def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray,
+             extra: np.ndarray) -> np.ndarray:
+    """The grid's keys: both ends of every piece of every region (``rep`` pieces of ``cnt`` keys from
+    ``key``, ``stride`` apart), and ``extra``; sorted, unique.
+
+    The ends come out as one run per region (a running sum of alternating piece lengths and gaps),
+    which a stable sort (timsort) merges faster than it sorts scattered keys.
+    """
+    order = np.lexsort((stride, rep, cnt, key))
+    key, cnt, rep, stride = key[order], cnt[order], rep[order], stride[order]
+    keep = np.r_[True, (key[1:] != key[:-1]) | (cnt[1:] != cnt[:-1]) | (rep[1:] != rep[:-1])
+                 | (stride[1:] != stride[:-1])] if len(key) else np.zeros(0, bool)
+    key, cnt, rep, stride = key[keep], cnt[keep], rep[keep], stride[keep]
+    total = int(rep.sum())
+    ends = np.empty(2 * total + len(extra), np.int64)
+    ends[0:2 * total:2] = np.repeat(stride - cnt, rep)
+    ends[1:2 * total:2] = np.repeat(cnt, rep)
+    last = key + (rep - 1) * stride + cnt
+    ends[2 * (np.cumsum(rep) - rep)] = key - np.r_[0, last[:-1]]
+    np.cumsum(ends[:2 * total], out=ends[:2 * total])
+    ends[2 * total:] = extra
+    ends.sort(kind="stable")
+    return ends[np.r_[True, ends[1:] != ends[:-1]]] if len(ends) else ends
 
 
 class Grid:
@@ -205,45 +225,51 @@ class Grid:
     def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset.
 
-        Piece ends that are not atom boundaries yet become ones first.
+        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). A move's
+        pieces are guessed to lie as its first one does, ``step`` atoms apart, and checked against the keys;
+        pieces where the guess fails are searched for.
         """
-        kb, move, k = side.pieces()
-        ke = kb + side.cnt[move]
-        lo, hi = self._ends(kb, ke)
-        if hi is None:
-            lo, hi = self._ends(kb, ke)
+        keys, last = self.keys, len(self.keys) - 1
+        lo0 = search(keys, side.key)
+        w = search(keys, side.key + side.cnt) - lo0
+        step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
+        k, move = ranges(np.zeros_like(side.rep), side.rep)
+        kb = side.key[move] + k * side.stride[move]
+        lo = lo0[move] + k * step[move]
+        hi = lo + w[move]
+        miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != kb + side.cnt[move])
+        if miss.any():
+            lo[miss] = search(keys, kb[miss])
+            hi[miss] = search(keys, kb[miss] + side.cnt[move[miss]])
+            if ((keys[np.minimum(lo[miss], last)] != kb[miss]) | (keys[np.minimum(hi[miss], last)]
+                                                                  != kb[miss] + side.cnt[move[miss]])).any():
+                raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+        if (hi - lo == 1).all():
+            return lo, move, k * side.cnt[move]
         idx, piece = ranges(lo, hi)
         m = move[piece]
-        return idx, m, k[piece] * side.cnt[m] + self.keys[idx] - kb[piece]
+        return idx, m, k[piece] * side.cnt[m] + keys[idx] - kb[piece]
 
-    def _ends(self, kb: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """First and one-past-last atom of each piece ``[kb, ke)``; ``(_, None)`` after cutting at missing ends."""
-        keys, last = self.keys, len(self.keys) - 1
-        lo = search(keys, kb)
-        hi = np.minimum(lo + 1, last)
-        one = keys[hi] == ke                # most pieces are one atom: no second search for them
-        if not one.all():
-            hi = hi.copy()
-            hi[~one] = search(keys, ke[~one])
-        miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != ke)
-        if miss.any():
-            self.refine(np.concatenate([kb[miss], ke[miss]]))
-            return lo, None
-        return lo, hi
+    def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Both sides of a set of moves (equal sizes), atom by atom of the destination ``b``:
+        ``(atoms of a, atoms of b, move, origin shift)``.
 
-    def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Aligned atoms of both sides of a set of moves (equal sizes): ``(atoms of a, atoms of b, move)``.
-
-        Where the two sides are cut differently, both are cut at the union of the cuts first.
+        An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
+        an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
         while True:
-            before = len(self.keys)
             ia, ma, ua = self.locate(a)
             ib, mb, ub = self.locate(b)
-            if len(self.keys) != before:
-                continue                # b's piece ends cut atoms a had located: locate again
             if len(ia) == len(ib) and (ma == mb).all() and (ua == ub).all():
-                return ia, ib, ma
-            self.refine(np.concatenate([b.keys_at(ma, ua), a.keys_at(mb, ub)]))
+                return ia, ib, ma, None
+            start = np.cumsum(a.cnt * a.rep) - a.cnt * a.rep
+            pa, pb = start[ma] + ua, start[mb] + ub          # stream positions, increasing
+            at = np.searchsorted(pb, pa)
+            cut = pb[np.minimum(at, len(pb) - 1)] != pa
+            if not cut.any():
+                j = np.searchsorted(pa, pb, side="right") - 1
+                return ia[j], ib, mb, pb - pa[j]
+            before = len(self.keys)
+            self.refine(b.keys_at(ma[cut], ua[cut]))
             if len(self.keys) == before:
                 raise AssertionError("the two sides of a move do not align and no cut helps (sizes differ?)")

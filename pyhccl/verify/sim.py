@@ -28,7 +28,7 @@ import numpy as np
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
-from .atoms import REDUCE, Grid, PlanArrays, rank_keys, ranges, unique
+from .atoms import REDUCE, Grid, PlanArrays, cut_keys, rank_keys, ranges
 from .checks import Checks
 from .post import post_arrays
 
@@ -133,8 +133,9 @@ class _Sim:
         rank, off, cnt, sid, shift, exp = post_arrays(call, self.keys, self.use_mask)
         self.post = (rank, self.base(rank, 1) + off, cnt, sid, shift, exp)
         bids = np.arange(3 * n, dtype=np.int64)
-        keys = unique(np.concatenate([bids * span, bids * span + self.sizes[bids % 3], self.init[0], self.init[1],
-                                      self.post[1], self.post[1] + self.post[2]]))
+        keys = cut_keys(*self.checks.regions(),
+                        np.concatenate([bids * span, bids * span + self.sizes[bids % 3], self.init[0], self.init[1],
+                                        self.post[1], self.post[1] + self.post[2]]))
         self.g = g = Grid(keys, self.use_mask)
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
         r = self.init[2][who]
@@ -183,7 +184,7 @@ class _Sim:
         if not len(srows):
             return
         g = self.g
-        s, d, sm = g.pair(a, b)
+        s, d, sm, shift = g.pair(a, b)
         bad = g.card[s] == 0
         if bad.any():
             row = srows[sm[np.argmax(bad)]]
@@ -206,6 +207,8 @@ class _Sim:
                                                      f"in the same step")
         for f in g.values():
             f[d] = f[s]
+        if shift is not None:
+            g.origin[d] += shift
         g.writer[d] = t
 
     def local_merged(self, batch) -> bool:
@@ -215,12 +218,13 @@ class _Sim:
         if static is not None:
             return False
         g = self.g
-        s, d, m = g.pair(a, b)
+        s, d, m, shift = g.pair(a, b)
         if (g.card[s] == 0).any():
             return False
         red = (self.ops.kind[rows] == REDUCE)[m]
         dd, sr = d[red], s[red]
-        if (g.card[dd] == 0).any() or (g.origin[dd] != g.origin[sr]).any():
+        origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
+        if (g.card[dd] == 0).any() or (g.origin[dd] != origin[red]).any():
             return False
         u, inv = np.unique(dd, return_inverse=True)
         card = g.card[u].copy()
@@ -236,6 +240,7 @@ class _Sim:
                 return False
         for f in g.values():
             f[d[~red]] = f[s[~red]]
+        g.origin[d[~red]] = origin[~red]
         key = g.key[u].copy()
         np.add.at(key, inv, g.key[sr])
         g.card[u], g.key[u] = card, key
@@ -248,14 +253,16 @@ class _Sim:
         rows, a, b, static = batch[:4]
         ops, g = self.ops, self.g
         if len(rows):
-            s, d, m = g.pair(a, b)
+            s, d, m, shift = g.pair(a, b)
         else:
             s = d = m = np.empty(0, np.int64)
+            shift = None
         red = (ops.kind[rows] == REDUCE)[m]
+        origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
         flags = [  # per atom, in the order the checks report them; a message takes the action and its move
             (g.card[s] == 0, lambda a, j: f"reads {a.src}, which holds no data yet (read before write)"),
             (red & (g.card[d] == 0), lambda a, j: f"reads {a.dst}, which holds no data yet (read before write)"),
-            (red & (g.origin[d] != g.origin[s]), lambda a, j: f"'{a}' reduces elements of different origin indices"),
+            (red & (g.origin[d] != origin), lambda a, j: f"'{a}' reduces elements of different origin indices"),
         ]
         if self.use_mask:
             both = np.where(red, g.mask[d] & g.mask[s], 0)
@@ -276,6 +283,7 @@ class _Sim:
             raise self.fail(int(ops.rank[row]), what(ops.action(row), first))
         for f in g.values():
             f[d[~red]] = f[s[~red]]
+        g.origin[d[~red]] = origin[~red]
         dd, sr = d[red], s[red]
         g.card[dd] += g.card[sr]
         g.key[dd] += g.key[sr]
