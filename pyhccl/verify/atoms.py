@@ -45,6 +45,15 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo[owner] + (np.arange(len(owner)) - starts[owner]), owner
 
 
+def progressions(first: np.ndarray, step: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``concatenate([first[i] + step[i] * arange(n[i]) for i ...])`` (every ``n[i] >= 1``), as one running sum."""
+    out = np.repeat(step, n)
+    if len(out):
+        out[np.cumsum(n) - n] = first - np.r_[0, (first + step * (n - 1))[:-1]]
+        np.cumsum(out, out=out)
+    return out
+
+
 class PlanArrays:
     """Every action of every plan, one row each, ordered by (step, rank, transfers before locals, index).
 
@@ -222,33 +231,37 @@ class Grid:
         self.origin += keys - self.keys[src]
         self.keys = keys
 
-    def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset.
+    def pieces(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
+        whether every piece is one atom.
 
         Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). A move's
-        pieces are guessed to lie as its first one does, ``step`` atoms apart, and checked against the keys;
-        pieces where the guess fails are searched for.
+        pieces are guessed to lie as its first one does, the same number of atoms apart, and the guess is
+        checked against the keys; pieces where it fails are searched for.
         """
-        keys, last = self.keys, len(self.keys) - 1
+        keys = self.keys
         lo0 = search(keys, side.key)
         w = search(keys, side.key + side.cnt) - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
-        k, move = ranges(np.zeros_like(side.rep), side.rep)
-        kb = side.key[move] + k * side.stride[move]
-        lo = lo0[move] + k * step[move]
-        hi = lo + w[move]
-        miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != kb + side.cnt[move])
+        lo = progressions(lo0, step, side.rep)
+        hi = progressions(lo0 + w, step, side.rep)
+        kb = progressions(side.key, side.stride, side.rep)
+        ke = progressions(side.key + side.cnt, side.stride, side.rep)
+        miss = (keys.take(lo, mode="clip") != kb) | (keys.take(hi, mode="clip") != ke)
         if miss.any():
-            lo[miss] = search(keys, kb[miss])
-            hi[miss] = search(keys, kb[miss] + side.cnt[move[miss]])
-            if ((keys[np.minimum(lo[miss], last)] != kb[miss]) | (keys[np.minimum(hi[miss], last)]
-                                                                  != kb[miss] + side.cnt[move[miss]])).any():
+            lo[miss], hi[miss] = search(keys, kb[miss]), search(keys, ke[miss])
+            if ((keys.take(lo[miss], mode="clip") != kb[miss]) | (keys.take(hi[miss], mode="clip") != ke[miss])).any():
                 raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
-        if (hi - lo == 1).all():
-            return lo, move, k * side.cnt[move]
+            return lo, hi, kb, bool((hi - lo == 1).all())
+        return lo, hi, kb, bool((w == 1).all())
+
+    def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset."""
+        lo, hi, kb, _ = self.pieces(side)
         idx, piece = ranges(lo, hi)
-        m = move[piece]
-        return idx, m, k[piece] * side.cnt[m] + keys[idx] - kb[piece]
+        move = np.repeat(np.arange(len(side.rep)), side.rep)[piece]
+        k = piece - (np.cumsum(side.rep) - side.rep)[move]
+        return idx, move, k * side.cnt[move] + self.keys[idx] - kb[piece]
 
     def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Both sides of a set of moves (equal sizes), atom by atom of the destination ``b``:
@@ -257,6 +270,10 @@ class Grid:
         An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
         an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
+        la, _, _, one_a = self.pieces(a)
+        lb, _, _, one_b = self.pieces(b)
+        if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom
+            return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
         while True:
             ia, ma, ua = self.locate(a)
             ib, mb, ub = self.locate(b)
