@@ -30,6 +30,7 @@ from ..plan.format import format_plans
 from ..plan.ir import Plan
 from .atoms import REDUCE, Grid, PlanArrays, cut_keys, rank_keys, ranges
 from .checks import Checks
+from .heap import heap
 from .post import post_arrays
 
 __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
@@ -97,7 +98,8 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     """
     if isinstance(call, OpSpec):
         call = Call(call.name, len(plans), count or 0, in_place=in_place)
-    return _Sim(plans, call, seed).run()
+    with heap():
+        return _Sim(plans, call, seed).run()
 
 
 class _Sim:
