@@ -168,12 +168,16 @@ def unique(a: np.ndarray) -> np.ndarray:
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 
 
+_CUT_CHUNK = 1 << 23        # pieces per batch of cut_keys: 2 x 8 M keys, 128 MiB, whatever the plans' size
+
+
 def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray,
              extra: np.ndarray) -> np.ndarray:
-    """The grid's keys: both ends of every piece of every region (``rep`` pieces of ``cnt`` keys from
+    """The grid's keys: both ends of every piece of every region (``rep >= 1`` pieces of ``cnt`` keys from
     ``key``, ``stride`` apart), and ``extra``; sorted, unique.
 
-    The ends come out as one run per region (a running sum of alternating piece lengths and gaps),
+    The regions go by first key in batches of about ``_CUT_CHUNK`` pieces that no region straddles; in a
+    batch the ends come out as one run per region (a running sum of alternating piece lengths and gaps),
     which a stable sort (timsort) merges faster than it sorts scattered keys.
     """
     order = np.lexsort((stride, rep, cnt, key))
@@ -181,16 +185,32 @@ def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarr
     keep = np.r_[True, (key[1:] != key[:-1]) | (cnt[1:] != cnt[:-1]) | (rep[1:] != rep[:-1])
                  | (stride[1:] != stride[:-1])] if len(key) else np.zeros(0, bool)
     key, cnt, rep, stride = key[keep], cnt[keep], rep[keep], stride[keep]
-    total = int(rep.sum())
-    ends = np.empty(2 * total + len(extra), np.int64)
-    ends[0:2 * total:2] = np.repeat(stride - cnt, rep)
-    ends[1:2 * total:2] = np.repeat(cnt, rep)
+    if not len(key):
+        return unique(extra)
     last = key + (rep - 1) * stride + cnt
-    ends[2 * (np.cumsum(rep) - rep)] = key - np.r_[0, last[:-1]]
-    np.cumsum(ends[:2 * total], out=ends[:2 * total])
-    ends[2 * total:] = extra
-    ends.sort(kind="stable")
-    return ends[np.r_[True, ends[1:] != ends[:-1]]] if len(ends) else ends
+    free = np.flatnonzero(np.r_[True, np.maximum.accumulate(last)[:-1] <= key[1:]])     # no region straddles
+    first_piece = np.cumsum(rep) - rep
+    cuts = np.unique(free[np.searchsorted(first_piece[free], np.arange(0, int(rep.sum()) + 1, _CUT_CHUNK),
+                                          side="right") - 1])
+    bounds = np.r_[cuts[1:], len(key)]
+    extra = np.sort(extra)
+    at = np.r_[0, np.searchsorted(extra, key[cuts[1:]]), len(extra)]
+    out: list[np.ndarray] = []
+    for i, (a, b) in enumerate(zip(cuts.tolist(), bounds.tolist())):
+        r = rep[a:b]
+        total = int(r.sum())
+        ends = np.empty(2 * total + at[i + 1] - at[i], np.int64)
+        ends[0:2 * total:2] = np.repeat(stride[a:b] - cnt[a:b], r)
+        ends[1:2 * total:2] = np.repeat(cnt[a:b], r)
+        ends[2 * (np.cumsum(r) - r)] = key[a:b] - np.r_[0, last[a:b][:-1]]
+        np.cumsum(ends[:2 * total], out=ends[:2 * total])
+        ends[2 * total:] = extra[at[i]:at[i + 1]]
+        ends.sort(kind="stable")
+        new = np.empty(len(ends), bool)
+        new[0] = not out or out[-1][-1] != ends[0]
+        np.not_equal(ends[1:], ends[:-1], out=new[1:])
+        out.append(ends[new])
+    return np.concatenate(out)
 
 
 class Grid:
