@@ -37,6 +37,7 @@ __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 
 _MASK_MAX_RANKS = 64
 _KEY_LIMIT = 2**62
+_POST_BATCH = 1 << 23      # output atoms checked at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,43 +296,61 @@ class _Sim:
 
     # -- the postcondition ----------------------------------------------------------------
     def check_post(self) -> None:
-        rank, lo, cnt, sid, shift, exp = self.post
-        g = self.g.keys
-        v = self.g
-        idx, c = ranges(np.searchsorted(g, lo), np.searchsorted(g, lo + cnt))
-        base = self.base(rank[c], 1)
-        e = exp[sid[c]]
-        want_origin = g[idx] - base + shift[c]
-        ok = (v.card[idx] == e[:, 0]) & (v.key[idx] == e[:, 1]) & (v.origin[idx] == want_origin)
-        if self.use_mask:
-            ok &= v.mask[idx] == e[:, 2]
-        if ok.all():
-            return
+        g, v = self.g.keys, self.g
+        rank, shift, exp = self.post[0], self.post[4], self.post[5]
         bad: list[Mismatch] = []
         per: dict[int, int] = {}
         stop_rank = None
-        for j in np.flatnonzero(~ok):
-            ci, a = int(c[j]), int(idx[j])
-            r = int(rank[ci])
-            if stop_rank is not None and r != stop_rank:
-                break
-            if per.get(ci, 0) >= 8:
+        for idx, c, base, e in self.wrong_atoms():
+            for j in range(len(idx)):
+                ci, a = int(c[j]), int(idx[j])
+                r = int(rank[ci])
+                if stop_rank is not None and r != stop_rank:
+                    break
+                if per.get(ci, 0) >= 8:
+                    continue
+                per[ci] = per.get(ci, 0) + 1
+                card, key, mask = (int(x) for x in exp[e[j]])
+                start = int(g[a] - base[j])
+                got = self.describe(int(v.card[a]), int(v.mask[a]) if self.use_mask else 0,
+                                    int(v.origin[a]) - start, key_ok=bool(v.key[a] == key))
+                bad.append(Mismatch(r, "out", start, int(g[a + 1] - base[j]), self.describe(card, mask, int(shift[ci])),
+                                    got, int(v.writer[a])))
+                if len(bad) >= 32:
+                    stop_rank = r
+            else:
                 continue
-            per[ci] = per.get(ci, 0) + 1
-            card, key, mask = (int(x) for x in e[j])
-            start = int(g[a] - base[j])
-            got = self.describe(int(v.card[a]), int(v.mask[a]) if self.use_mask else 0,
-                                int(v.origin[a]) - start, key_ok=bool(v.key[a] == e[j, 1]))
-            bad.append(Mismatch(r, "out", start, int(g[a + 1] - base[j]), self.describe(card, mask, int(shift[ci])),
-                                got, int(v.writer[a])))
-            if len(bad) >= 32:
-                stop_rank = r
+            break
+        if not bad:
+            return
         first = bad[0]
         grid = format_plans(self.plans, mark=(first.step if first.step is not None and first.step >= 0
                                               else 0, first.rank))
         msg = (f"{len(bad)}{'+' if len(bad) >= 32 else ''} output ranges wrong; first: {first}\n"
                + "\n".join(f"  {m}" for m in bad[1:6]))
         raise SimulationError(msg, mismatches=bad, step=first.step, rank=first.rank, grid=grid)
+
+    def wrong_atoms(self):
+        """The output atoms that do not hold what the postcondition demands, in (rank, offset) order, a batch
+        of contributions (about ``_POST_BATCH`` atoms) at a time: ``(atom, contribution, its buffer's first key,
+        its expected set)``."""
+        rank, lo, cnt, sid, shift, exp = self.post
+        g, v = self.g.keys, self.g
+        first, past = np.searchsorted(g, lo), np.searchsorted(g, lo + cnt)
+        atoms = np.cumsum(past - first)
+        cuts = np.unique(np.searchsorted(atoms, np.arange(0, int(atoms[-1]) if len(atoms) else 0, _POST_BATCH),
+                                         side="right"))
+        for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(lo)].tolist()):
+            idx, c = ranges(first[a:b], past[a:b])
+            c += a
+            base = self.base(rank[c], 1)
+            e = sid[c]
+            ok = (v.card[idx] == exp[e, 0]) & (v.key[idx] == exp[e, 1]) & (v.origin[idx] == g[idx] - base + shift[c])
+            if self.use_mask:
+                ok &= v.mask[idx] == exp[e, 2]
+            wrong = np.flatnonzero(~ok)
+            if len(wrong):
+                yield idx[wrong], c[wrong], base[wrong], e[wrong]
 
     def describe(self, card: int, mask: int, shift: int, key_ok: bool | None = None) -> str:
         if card == 0:
