@@ -3,9 +3,11 @@
 Buffer ``b`` of rank ``r`` (in 0, out 1, scr 2) is ``bid = 3 r + b``; element ``x`` of it has the
 key ``bid * span + x``, so that one sorted array of keys (the grid) cuts every buffer of every
 rank into atoms at once, and a region of any rank is found with one ``searchsorted``.
-:class:`Grid` refines the atoms where a move (a matched send and receive, a local reduce or
-copy) reads and writes atoms of different widths, so that the simulator
-(:mod:`pyhccl.verify.sim`) moves values atom by atom with numpy indexing, every rank at once.
+The grid is cut once, before the run, at both ends of every piece of every region
+(:func:`cut_keys`); :meth:`Grid.pair` aligns a move's (a matched send and receive, a local
+reduce or copy) two sides atom by atom of the destination, each reading the source atom that
+holds it, and cuts the destination only where it would take data from two source atoms, so
+that the simulator (:mod:`pyhccl.verify.sim`) moves values with numpy indexing, every rank at once.
 """
 
 from __future__ import annotations
