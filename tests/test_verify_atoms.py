@@ -53,3 +53,19 @@ def test_pieces_found_where_the_guess_fails(seed):
     np.testing.assert_array_equal(kb, ends[:, 0])
     np.testing.assert_array_equal(keys[lo], ends[:, 0])
     np.testing.assert_array_equal(keys[hi], ends[:, 1])
+
+
+def test_heap_restores_numpys_huge_pages_even_when_nested():
+    from pyhccl.verify.heap import _hugepage_switch, heap
+    switch = _hugepage_switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge-page switch")
+    before = switch(True)
+    try:
+        with heap():
+            with heap():
+                assert switch(False) is False       # off inside
+            assert switch(False) is False           # still off: the outer heap is open
+        assert switch(True) is True                 # back on after the outermost
+    finally:
+        switch(before)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import platform
+import threading
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Iterator
 
 import numpy as np
@@ -26,6 +28,7 @@ _TRIM_DEFAULT, _MMAP_MAX_DEFAULT = 128 * 1024, 65536
 _TRIM_NEVER = 2**31 - 1
 
 
+@lru_cache(maxsize=1)
 def _libc():
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
@@ -45,20 +48,32 @@ def _hugepage_switch():
     return None
 
 
+_lock = threading.Lock()
+_depth = 0          # heaps open (threads may simulate at once): only the first sets, only the last restores
+_was: bool | None = None
+
+
 @contextmanager
 def heap() -> Iterator[None]:
     """Within: large blocks from the heap, freed ones kept, no huge pages; trimmed back on exit."""
+    global _depth, _was
     libc, switch = _libc(), _hugepage_switch()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_MAX, 0)
-        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_NEVER)
-    was = switch(False) if switch is not None else None
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            if libc is not None:
+                libc.mallopt(_M_MMAP_MAX, 0)
+                libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_NEVER)
+            _was = switch(False) if switch is not None else None
     try:
         yield
     finally:
-        if switch is not None:
-            switch(was)
-        if libc is not None:
-            libc.mallopt(_M_MMAP_MAX, _MMAP_MAX_DEFAULT)
-            libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_DEFAULT)
-            libc.malloc_trim(0)
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                if switch is not None:
+                    switch(_was)
+                if libc is not None:
+                    libc.mallopt(_M_MMAP_MAX, _MMAP_MAX_DEFAULT)
+                    libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_DEFAULT)
+                    libc.malloc_trim(0)
