@@ -69,3 +69,12 @@ def test_heap_restores_numpys_huge_pages_even_when_nested():
         assert switch(True) is True                 # back on after the outermost
     finally:
         switch(before)
+
+
+def test_a_guess_past_the_last_key_is_searched_for():
+    """Piece 0 spans two atoms, piece 1 one: the guess for piece 1 ends past the grid (clipped, it would match)."""
+    g = Grid(np.array([0, 1, 2, 4, 6]), use_mask=False)
+    lo, hi, _, one = g.pieces(Moves(np.array([0]), np.array([2]), np.array([2]), np.array([4])))
+    np.testing.assert_array_equal(lo, [0, 3])
+    np.testing.assert_array_equal(hi, [2, 4])
+    assert not one

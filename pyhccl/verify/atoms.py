@@ -269,7 +269,7 @@ class Grid:
         hi = progressions(lo0 + w, step, side.rep)
         kb = progressions(side.key, side.stride, side.rep)
         ke = progressions(side.key + side.cnt, side.stride, side.rep)
-        miss = (keys.take(lo, mode="clip") != kb) | (keys.take(hi, mode="clip") != ke)
+        miss = (keys.take(lo, mode="clip") != kb) | (keys.take(hi, mode="clip") != ke) | (hi >= len(keys))
         if miss.any():
             lo[miss], hi[miss] = search(keys, kb[miss]), search(keys, ke[miss])
             if ((keys.take(lo[miss], mode="clip") != kb[miss]) | (keys.take(hi[miss], mode="clip") != ke[miss])).any():
