@@ -41,9 +41,11 @@ def test_progressions():
     np.testing.assert_array_equal(progressions(first, step, n), want)
 
 
+@pytest.mark.parametrize("batch", [1, 3, 1 << 22])
 @pytest.mark.parametrize("seed", range(6))
-def test_pieces_found_where_the_guess_fails(seed):
+def test_pieces_found_where_the_guess_fails(monkeypatch, batch, seed):
     """Atoms cut unevenly (extra cuts inside some pieces): every piece's first and one-past-last atom."""
+    monkeypatch.setattr(atoms, "_PIECE_BATCH", batch)
     rng = np.random.default_rng(seed)
     regions = _regions(rng, 12)
     keys = cut_keys(*regions, rng.integers(0, 4000, 30))

@@ -170,6 +170,7 @@ def unique(a: np.ndarray) -> np.ndarray:
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 
 
+_PIECE_BATCH = 1 << 23     # pieces located at a time: the guesses' temporaries stay ~400 MiB
 _CUT_CHUNK = 1 << 23        # pieces per batch of cut_keys: 2 x 8 M keys, 128 MiB, whatever the plans' size
 
 
@@ -195,7 +196,7 @@ def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarr
     cuts = np.unique(free[np.searchsorted(first_piece[free], np.arange(0, int(rep.sum()) + 1, _CUT_CHUNK),
                                           side="right") - 1])
     bounds = np.r_[cuts[1:], len(key)]
-    extra = np.sort(extra)
+    extra = np.sort(extra, kind="stable")      # a few sorted runs (bounds, inputs, outputs): merged, not sorted anew
     at = np.r_[0, np.searchsorted(extra, key[cuts[1:]]), len(extra)]
     out: list[np.ndarray] = []
     for i, (a, b) in enumerate(zip(cuts.tolist(), bounds.tolist())):
@@ -265,17 +266,29 @@ class Grid:
         lo0 = search(keys, side.key)
         w = search(keys, side.key + side.cnt) - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
-        lo = progressions(lo0, step, side.rep)
-        hi = progressions(lo0 + w, step, side.rep)
-        kb = progressions(side.key, side.stride, side.rep)
-        ke = progressions(side.key + side.cnt, side.stride, side.rep)
-        miss = (keys.take(lo, mode="clip") != kb) | (keys.take(hi, mode="clip") != ke) | (hi >= len(keys))
-        if miss.any():
-            lo[miss], hi[miss] = search(keys, kb[miss]), search(keys, ke[miss])
-            if ((keys.take(lo[miss], mode="clip") != kb[miss]) | (keys.take(hi[miss], mode="clip") != ke[miss])).any():
-                raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
-            return lo, hi, kb, bool((hi - lo == 1).all())
-        return lo, hi, kb, bool((w == 1).all())
+        first = np.cumsum(side.rep) - side.rep
+        total = int(side.rep.sum())
+        cuts = np.unique(np.searchsorted(first, np.arange(0, total, _PIECE_BATCH), side="right") - 1)
+        lo, hi, kb = (np.empty(total if len(cuts) > 1 else 0, np.int64) for _ in range(3))
+        one = True
+        for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(first)].tolist()):   # moves [a, b): a batch of pieces
+            m, r = slice(a, b), side.rep[a:b]
+            clo, chi = progressions(lo0[m], step[m], r), progressions(lo0[m] + w[m], step[m], r)
+            ckb, cke = progressions(side.key[m], side.stride[m], r), progressions(side.key[m] + side.cnt[m], side.stride[m], r)
+            miss = (keys.take(clo, mode="clip") != ckb) | (keys.take(chi, mode="clip") != cke) | (chi >= len(keys))
+            if miss.any():
+                clo[miss], chi[miss] = search(keys, ckb[miss]), search(keys, cke[miss])
+                if ((keys.take(clo[miss], mode="clip") != ckb[miss])
+                        | (keys.take(chi[miss], mode="clip") != cke[miss])).any():
+                    raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+                one = one and bool((chi - clo == 1).all())
+            else:
+                one = one and bool((w[m] == 1).all())
+            if len(cuts) == 1:
+                return clo, chi, ckb, one
+            p = int(first[a])
+            lo[p:p + len(clo)], hi[p:p + len(clo)], kb[p:p + len(clo)] = clo, chi, ckb
+        return lo, hi, kb, one
 
     def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset."""
