@@ -20,7 +20,8 @@ import numpy as np
 
 from ..plan.ir import Buf, Kind, Plan
 
-__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "unique", "cut_keys", "Grid"]
+__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "progressions",
+           "unique", "cut_keys", "Grid"]
 
 BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
@@ -274,7 +275,8 @@ class Grid:
         for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(first)].tolist()):   # moves [a, b): a batch of pieces
             m, r = slice(a, b), side.rep[a:b]
             clo, chi = progressions(lo0[m], step[m], r), progressions(lo0[m] + w[m], step[m], r)
-            ckb, cke = progressions(side.key[m], side.stride[m], r), progressions(side.key[m] + side.cnt[m], side.stride[m], r)
+            ckb = progressions(side.key[m], side.stride[m], r)
+            cke = progressions(side.key[m] + side.cnt[m], side.stride[m], r)
             miss = (keys.take(clo, mode="clip") != ckb) | (keys.take(chi, mode="clip") != cke) | (chi >= len(keys))
             if miss.any():
                 clo[miss], chi[miss] = search(keys, ckb[miss]), search(keys, cke[miss])
