@@ -3,9 +3,11 @@
 Buffer ``b`` of rank ``r`` (in 0, out 1, scr 2) is ``bid = 3 r + b``; element ``x`` of it has the
 key ``bid * span + x``, so that one sorted array of keys (the grid) cuts every buffer of every
 rank into atoms at once, and a region of any rank is found with one ``searchsorted``.
-:class:`Grid` refines the atoms where a move (a matched send and receive, a local reduce or
-copy) reads and writes atoms of different widths, so that the simulator
-(:mod:`pyhccl.verify.sim`) moves values atom by atom with numpy indexing, every rank at once.
+The grid is cut once, before the run, at both ends of every piece of every region
+(:func:`cut_keys`); :meth:`Grid.pair` aligns a move's (a matched send and receive, a local
+reduce or copy) two sides atom by atom of the destination, each reading the source atom that
+holds it, and cuts the destination only where it would take data from two source atoms, so
+that the simulator (:mod:`pyhccl.verify.sim`) moves values with numpy indexing, every rank at once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import numpy as np
 
 from ..plan.ir import Buf, Kind, Plan
 
-__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "unique", "Grid"]
+__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "progressions",
+           "unique", "cut_keys", "Grid"]
 
 BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
@@ -43,6 +46,15 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return owner.astype(np.int64), owner
     starts = np.cumsum(n) - n
     return lo[owner] + (np.arange(len(owner)) - starts[owner]), owner
+
+
+def progressions(first: np.ndarray, step: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``concatenate([first[i] + step[i] * arange(n[i]) for i ...])`` (every ``n[i] >= 1``), as one running sum."""
+    out = np.repeat(step, n)
+    if len(out):
+        out[np.cumsum(n) - n] = first - np.r_[0, (first + step * (n - 1))[:-1]]
+        np.cumsum(out, out=out)
+    return out
 
 
 class PlanArrays:
@@ -126,11 +138,6 @@ class Moves:
     def __init__(self, key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> None:
         self.key, self.cnt, self.rep, self.stride = key, cnt, rep, stride
 
-    def pieces(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(first key, move, piece index)`` of every piece, in stream order."""
-        k, move = ranges(np.zeros_like(self.rep), self.rep)
-        return self.key[move] + k * self.stride[move], move, k
-
     def keys_at(self, move: np.ndarray, u: np.ndarray) -> np.ndarray:
         """The key of stream offset ``u`` of each ``move``."""
         c = self.cnt[move]
@@ -162,6 +169,52 @@ def unique(a: np.ndarray) -> np.ndarray:
     """``np.unique`` by sorting (numpy's hash-based unique is slower on tens of millions of int64 keys)."""
     a = np.sort(a)
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+
+
+_PIECE_BATCH = 1 << 23     # pieces located at a time: the guesses' temporaries stay ~400 MiB
+_CUT_CHUNK = 1 << 23        # pieces per batch of cut_keys: 2 x 8 M keys, 128 MiB, whatever the plans' size
+
+
+def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray,
+             extra: np.ndarray) -> np.ndarray:
+    """The grid's keys: both ends of every piece of every region (``rep >= 1`` pieces of ``cnt`` keys from
+    ``key``, ``stride`` apart), and ``extra``; sorted, unique.
+
+    The regions go by first key in batches of about ``_CUT_CHUNK`` pieces that no region straddles; in a
+    batch the ends come out as one run per region (a running sum of alternating piece lengths and gaps),
+    which a stable sort (timsort) merges faster than it sorts scattered keys.
+    """
+    order = np.lexsort((stride, rep, cnt, key))
+    key, cnt, rep, stride = key[order], cnt[order], rep[order], stride[order]
+    keep = np.r_[True, (key[1:] != key[:-1]) | (cnt[1:] != cnt[:-1]) | (rep[1:] != rep[:-1])
+                 | (stride[1:] != stride[:-1])] if len(key) else np.zeros(0, bool)
+    key, cnt, rep, stride = key[keep], cnt[keep], rep[keep], stride[keep]
+    if not len(key):
+        return unique(extra)
+    last = key + (rep - 1) * stride + cnt
+    free = np.flatnonzero(np.r_[True, np.maximum.accumulate(last)[:-1] <= key[1:]])     # no region straddles
+    first_piece = np.cumsum(rep) - rep
+    cuts = np.unique(free[np.searchsorted(first_piece[free], np.arange(0, int(rep.sum()) + 1, _CUT_CHUNK),
+                                          side="right") - 1])
+    bounds = np.r_[cuts[1:], len(key)]
+    extra = np.sort(extra, kind="stable")      # a few sorted runs (bounds, inputs, outputs): merged, not sorted anew
+    at = np.r_[0, np.searchsorted(extra, key[cuts[1:]]), len(extra)]
+    out: list[np.ndarray] = []
+    for i, (a, b) in enumerate(zip(cuts.tolist(), bounds.tolist())):
+        r = rep[a:b]
+        total = int(r.sum())
+        ends = np.empty(2 * total + at[i + 1] - at[i], np.int64)
+        ends[0:2 * total:2] = np.repeat(stride[a:b] - cnt[a:b], r)
+        ends[1:2 * total:2] = np.repeat(cnt[a:b], r)
+        ends[2 * (np.cumsum(r) - r)] = key[a:b] - np.r_[0, last[a:b][:-1]]
+        np.cumsum(ends[:2 * total], out=ends[:2 * total])
+        ends[2 * total:] = extra[at[i]:at[i + 1]]
+        ends.sort(kind="stable")
+        new = np.empty(len(ends), bool)
+        new[0] = not out or out[-1][-1] != ends[0]
+        np.not_equal(ends[1:], ends[:-1], out=new[1:])
+        out.append(ends[new])
+    return np.concatenate(out)
 
 
 class Grid:
@@ -202,48 +255,75 @@ class Grid:
         self.origin += keys - self.keys[src]
         self.keys = keys
 
+    def pieces(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
+        whether every piece is one atom.
+
+        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). A move's
+        pieces are guessed to lie as its first one does, the same number of atoms apart, and the guess is
+        checked against the keys; pieces where it fails are searched for.
+        """
+        keys = self.keys
+        lo0 = search(keys, side.key)
+        w = search(keys, side.key + side.cnt) - lo0
+        step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
+        first = np.cumsum(side.rep) - side.rep
+        total = int(side.rep.sum())
+        cuts = np.unique(np.searchsorted(first, np.arange(0, total, _PIECE_BATCH), side="right") - 1)
+        lo, hi, kb = (np.empty(total if len(cuts) > 1 else 0, np.int64) for _ in range(3))
+        one = True
+        for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(first)].tolist()):   # moves [a, b): a batch of pieces
+            m, r = slice(a, b), side.rep[a:b]
+            clo, chi = progressions(lo0[m], step[m], r), progressions(lo0[m] + w[m], step[m], r)
+            ckb = progressions(side.key[m], side.stride[m], r)
+            cke = progressions(side.key[m] + side.cnt[m], side.stride[m], r)
+            miss = (keys.take(clo, mode="clip") != ckb) | (keys.take(chi, mode="clip") != cke) | (chi >= len(keys))
+            if miss.any():
+                clo[miss], chi[miss] = search(keys, ckb[miss]), search(keys, cke[miss])
+                if ((keys.take(clo[miss], mode="clip") != ckb[miss])
+                        | (keys.take(chi[miss], mode="clip") != cke[miss])).any():
+                    raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+                one = one and bool((chi - clo == 1).all())
+            else:
+                one = one and bool((w[m] == 1).all())
+            if len(cuts) == 1:
+                return clo, chi, ckb, one
+            p = int(first[a])
+            lo[p:p + len(clo)], hi[p:p + len(clo)], kb[p:p + len(clo)] = clo, chi, ckb
+        return lo, hi, kb, one
+
     def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset.
-
-        Piece ends that are not atom boundaries yet become ones first.
-        """
-        kb, move, k = side.pieces()
-        ke = kb + side.cnt[move]
-        lo, hi = self._ends(kb, ke)
-        if hi is None:
-            lo, hi = self._ends(kb, ke)
+        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset."""
+        lo, hi, kb, _ = self.pieces(side)
         idx, piece = ranges(lo, hi)
-        m = move[piece]
-        return idx, m, k[piece] * side.cnt[m] + self.keys[idx] - kb[piece]
+        move = np.repeat(np.arange(len(side.rep)), side.rep)[piece]
+        k = piece - (np.cumsum(side.rep) - side.rep)[move]
+        return idx, move, k * side.cnt[move] + self.keys[idx] - kb[piece]
 
-    def _ends(self, kb: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """First and one-past-last atom of each piece ``[kb, ke)``; ``(_, None)`` after cutting at missing ends."""
-        keys, last = self.keys, len(self.keys) - 1
-        lo = search(keys, kb)
-        hi = np.minimum(lo + 1, last)
-        one = keys[hi] == ke                # most pieces are one atom: no second search for them
-        if not one.all():
-            hi = hi.copy()
-            hi[~one] = search(keys, ke[~one])
-        miss = (keys[np.minimum(lo, last)] != kb) | (keys[np.minimum(hi, last)] != ke)
-        if miss.any():
-            self.refine(np.concatenate([kb[miss], ke[miss]]))
-            return lo, None
-        return lo, hi
+    def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """Both sides of a set of moves (equal sizes), atom by atom of the destination ``b``:
+        ``(atoms of a, atoms of b, move, origin shift)``.
 
-    def pair(self, a: Moves, b: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Aligned atoms of both sides of a set of moves (equal sizes): ``(atoms of a, atoms of b, move)``.
-
-        Where the two sides are cut differently, both are cut at the union of the cuts first.
+        An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
+        an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
+        la, _, _, one_a = self.pieces(a)
+        lb, _, _, one_b = self.pieces(b)
+        if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom
+            return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
         while True:
-            before = len(self.keys)
             ia, ma, ua = self.locate(a)
             ib, mb, ub = self.locate(b)
-            if len(self.keys) != before:
-                continue                # b's piece ends cut atoms a had located: locate again
             if len(ia) == len(ib) and (ma == mb).all() and (ua == ub).all():
-                return ia, ib, ma
-            self.refine(np.concatenate([b.keys_at(ma, ua), a.keys_at(mb, ub)]))
+                return ia, ib, ma, None
+            start = np.cumsum(a.cnt * a.rep) - a.cnt * a.rep
+            pa, pb = start[ma] + ua, start[mb] + ub          # stream positions, increasing
+            at = np.searchsorted(pb, pa)
+            cut = pb[np.minimum(at, len(pb) - 1)] != pa
+            if not cut.any():
+                j = np.searchsorted(pa, pb, side="right") - 1
+                return ia[j], ib, mb, pb - pa[j]
+            before = len(self.keys)
+            self.refine(b.keys_at(ma[cut], ua[cut]))
             if len(self.keys) == before:
                 raise AssertionError("the two sides of a move do not align and no cut helps (sizes differ?)")

@@ -46,10 +46,11 @@ class Checks:
         self.not_local = loc & ~(((k == REDUCE) | (k == COPY)) & (src.buf >= 0) & (dst.buf >= 0))
         self.bad_size = loc & ~self.not_local & (src.size != dst.size)
         ok_l = loc & ~self.not_local & ~self.bad_size
-        self.oob = []
+        self.oob, self.inside = [], []          # per side: rows out of bounds, rows whose region may run
         for i, side in enumerate((src, dst)):
             has = np.where(xfer, ok_x & (self.xside == i), ok_l) & (side.size > 0)
             self.oob.append(has & (side.end > sizes[np.maximum(side.buf, 0)]))
+            self.inside.append(has & ~self.oob[i])
         self.match_steps = self._match(ok_x)
         self.xbad_step = min(_first_step(ops, self.not_xfer | self.bad_peer), min(self.match_steps, default=ops.nsteps),
                              _first_step(ops, xfer & (self.oob[0] | self.oob[1])))
@@ -121,6 +122,15 @@ class Checks:
     def moves(self, rows: np.ndarray, side: int, owner: np.ndarray) -> Moves:
         s = (self.ops.src, self.ops.dst)[side]
         return s.take(rows, self.sim.base(owner, s.buf[rows]))
+
+    def regions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts)."""
+        cols = []
+        for i, side in enumerate((self.ops.src, self.ops.dst)):
+            rows = np.flatnonzero(self.inside[i])
+            m = side.take(rows, self.sim.base(self.ops.rank[rows], side.buf[rows]))
+            cols.append((m.key, m.cnt, m.rep, m.stride))
+        return tuple(np.concatenate(c) for c in zip(*cols))
 
     def before_transfers(self, t: int) -> None:
         """Raise step ``t``'s first transfer fault: not a transfer, a bad peer, unmatched, out of bounds."""

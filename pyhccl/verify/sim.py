@@ -28,14 +28,16 @@ import numpy as np
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
-from .atoms import REDUCE, Grid, PlanArrays, rank_keys, ranges, unique
+from .atoms import REDUCE, Grid, PlanArrays, cut_keys, rank_keys, ranges
 from .checks import Checks
+from .heap import heap
 from .post import post_arrays
 
 __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 
 _MASK_MAX_RANKS = 64
 _KEY_LIMIT = 2**62
+_POST_BATCH = 1 << 23      # output atoms checked at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +99,8 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     """
     if isinstance(call, OpSpec):
         call = Call(call.name, len(plans), count or 0, in_place=in_place)
-    return _Sim(plans, call, seed).run()
+    with heap():
+        return _Sim(plans, call, seed).run()
 
 
 class _Sim:
@@ -133,8 +136,9 @@ class _Sim:
         rank, off, cnt, sid, shift, exp = post_arrays(call, self.keys, self.use_mask)
         self.post = (rank, self.base(rank, 1) + off, cnt, sid, shift, exp)
         bids = np.arange(3 * n, dtype=np.int64)
-        keys = unique(np.concatenate([bids * span, bids * span + self.sizes[bids % 3], self.init[0], self.init[1],
-                                      self.post[1], self.post[1] + self.post[2]]))
+        keys = cut_keys(*self.checks.regions(),
+                        np.concatenate([bids * span, bids * span + self.sizes[bids % 3], self.init[0], self.init[1],
+                                        self.post[1], self.post[1] + self.post[2]]))
         self.g = g = Grid(keys, self.use_mask)
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
         r = self.init[2][who]
@@ -183,7 +187,7 @@ class _Sim:
         if not len(srows):
             return
         g = self.g
-        s, d, sm = g.pair(a, b)
+        s, d, sm, shift = g.pair(a, b)
         bad = g.card[s] == 0
         if bad.any():
             row = srows[sm[np.argmax(bad)]]
@@ -206,6 +210,8 @@ class _Sim:
                                                      f"in the same step")
         for f in g.values():
             f[d] = f[s]
+        if shift is not None:
+            g.origin[d] += shift
         g.writer[d] = t
 
     def local_merged(self, batch) -> bool:
@@ -215,12 +221,13 @@ class _Sim:
         if static is not None:
             return False
         g = self.g
-        s, d, m = g.pair(a, b)
+        s, d, m, shift = g.pair(a, b)
         if (g.card[s] == 0).any():
             return False
         red = (self.ops.kind[rows] == REDUCE)[m]
         dd, sr = d[red], s[red]
-        if (g.card[dd] == 0).any() or (g.origin[dd] != g.origin[sr]).any():
+        origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
+        if (g.card[dd] == 0).any() or (g.origin[dd] != origin[red]).any():
             return False
         u, inv = np.unique(dd, return_inverse=True)
         card = g.card[u].copy()
@@ -236,6 +243,7 @@ class _Sim:
                 return False
         for f in g.values():
             f[d[~red]] = f[s[~red]]
+        g.origin[d[~red]] = origin[~red]
         key = g.key[u].copy()
         np.add.at(key, inv, g.key[sr])
         g.card[u], g.key[u] = card, key
@@ -248,14 +256,16 @@ class _Sim:
         rows, a, b, static = batch[:4]
         ops, g = self.ops, self.g
         if len(rows):
-            s, d, m = g.pair(a, b)
+            s, d, m, shift = g.pair(a, b)
         else:
             s = d = m = np.empty(0, np.int64)
+            shift = None
         red = (ops.kind[rows] == REDUCE)[m]
+        origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
         flags = [  # per atom, in the order the checks report them; a message takes the action and its move
             (g.card[s] == 0, lambda a, j: f"reads {a.src}, which holds no data yet (read before write)"),
             (red & (g.card[d] == 0), lambda a, j: f"reads {a.dst}, which holds no data yet (read before write)"),
-            (red & (g.origin[d] != g.origin[s]), lambda a, j: f"'{a}' reduces elements of different origin indices"),
+            (red & (g.origin[d] != origin), lambda a, j: f"'{a}' reduces elements of different origin indices"),
         ]
         if self.use_mask:
             both = np.where(red, g.mask[d] & g.mask[s], 0)
@@ -276,6 +286,7 @@ class _Sim:
             raise self.fail(int(ops.rank[row]), what(ops.action(row), first))
         for f in g.values():
             f[d[~red]] = f[s[~red]]
+        g.origin[d[~red]] = origin[~red]
         dd, sr = d[red], s[red]
         g.card[dd] += g.card[sr]
         g.key[dd] += g.key[sr]
@@ -285,43 +296,61 @@ class _Sim:
 
     # -- the postcondition ----------------------------------------------------------------
     def check_post(self) -> None:
-        rank, lo, cnt, sid, shift, exp = self.post
-        g = self.g.keys
-        v = self.g
-        idx, c = ranges(np.searchsorted(g, lo), np.searchsorted(g, lo + cnt))
-        base = self.base(rank[c], 1)
-        e = exp[sid[c]]
-        want_origin = g[idx] - base + shift[c]
-        ok = (v.card[idx] == e[:, 0]) & (v.key[idx] == e[:, 1]) & (v.origin[idx] == want_origin)
-        if self.use_mask:
-            ok &= v.mask[idx] == e[:, 2]
-        if ok.all():
-            return
+        g, v = self.g.keys, self.g
+        rank, shift, exp = self.post[0], self.post[4], self.post[5]
         bad: list[Mismatch] = []
         per: dict[int, int] = {}
         stop_rank = None
-        for j in np.flatnonzero(~ok):
-            ci, a = int(c[j]), int(idx[j])
-            r = int(rank[ci])
-            if stop_rank is not None and r != stop_rank:
-                break
-            if per.get(ci, 0) >= 8:
+        for idx, c, base, e in self.wrong_atoms():
+            for j in range(len(idx)):
+                ci, a = int(c[j]), int(idx[j])
+                r = int(rank[ci])
+                if stop_rank is not None and r != stop_rank:
+                    break
+                if per.get(ci, 0) >= 8:
+                    continue
+                per[ci] = per.get(ci, 0) + 1
+                card, key, mask = (int(x) for x in exp[e[j]])
+                start = int(g[a] - base[j])
+                got = self.describe(int(v.card[a]), int(v.mask[a]) if self.use_mask else 0,
+                                    int(v.origin[a]) - start, key_ok=bool(v.key[a] == key))
+                bad.append(Mismatch(r, "out", start, int(g[a + 1] - base[j]), self.describe(card, mask, int(shift[ci])),
+                                    got, int(v.writer[a])))
+                if len(bad) >= 32:
+                    stop_rank = r
+            else:
                 continue
-            per[ci] = per.get(ci, 0) + 1
-            card, key, mask = (int(x) for x in e[j])
-            start = int(g[a] - base[j])
-            got = self.describe(int(v.card[a]), int(v.mask[a]) if self.use_mask else 0,
-                                int(v.origin[a]) - start, key_ok=bool(v.key[a] == e[j, 1]))
-            bad.append(Mismatch(r, "out", start, int(g[a + 1] - base[j]), self.describe(card, mask, int(shift[ci])),
-                                got, int(v.writer[a])))
-            if len(bad) >= 32:
-                stop_rank = r
+            break
+        if not bad:
+            return
         first = bad[0]
         grid = format_plans(self.plans, mark=(first.step if first.step is not None and first.step >= 0
                                               else 0, first.rank))
         msg = (f"{len(bad)}{'+' if len(bad) >= 32 else ''} output ranges wrong; first: {first}\n"
                + "\n".join(f"  {m}" for m in bad[1:6]))
         raise SimulationError(msg, mismatches=bad, step=first.step, rank=first.rank, grid=grid)
+
+    def wrong_atoms(self):
+        """The output atoms that do not hold what the postcondition demands, in (rank, offset) order, a batch
+        of contributions (about ``_POST_BATCH`` atoms) at a time: ``(atom, contribution, its buffer's first key,
+        its expected set)``."""
+        rank, lo, cnt, sid, shift, exp = self.post
+        g, v = self.g.keys, self.g
+        first, past = np.searchsorted(g, lo), np.searchsorted(g, lo + cnt)
+        atoms = np.cumsum(past - first)
+        cuts = np.unique(np.searchsorted(atoms, np.arange(0, int(atoms[-1]) if len(atoms) else 0, _POST_BATCH),
+                                         side="right"))
+        for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(lo)].tolist()):
+            idx, c = ranges(first[a:b], past[a:b])
+            c += a
+            base = self.base(rank[c], 1)
+            e = sid[c]
+            ok = (v.card[idx] == exp[e, 0]) & (v.key[idx] == exp[e, 1]) & (v.origin[idx] == g[idx] - base + shift[c])
+            if self.use_mask:
+                ok &= v.mask[idx] == exp[e, 2]
+            wrong = np.flatnonzero(~ok)
+            if len(wrong):
+                yield idx[wrong], c[wrong], base[wrong], e[wrong]
 
     def describe(self, card: int, mask: int, shift: int, key_ok: bool | None = None) -> str:
         if card == 0:

@@ -1,0 +1,82 @@
+"""The simulator's grid helpers against brute force: the up-front cuts, running-sum progressions, located pieces."""
+
+import numpy as np
+import pytest
+
+from pyhccl.verify import atoms
+from pyhccl.verify.atoms import Grid, Moves, cut_keys, progressions
+
+
+def _regions(rng, n):
+    key = rng.integers(0, 200, n) + 1000 * rng.integers(0, 4, n)      # four "buffers", regions may overlap
+    cnt = rng.integers(1, 9, n)
+    rep = rng.integers(1, 5, n)
+    stride = np.where(rep > 1, cnt + rng.integers(0, 6, n), 0)
+    return key, cnt, rep, stride
+
+
+def _ends(key, cnt, rep, stride):
+    return [k + j * s + e for k, c, r, s in zip(key, cnt, rep, stride) for j in range(r) for e in (0, c)]
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 1 << 23])
+@pytest.mark.parametrize("seed", range(6))
+def test_cut_keys_are_every_piece_end_and_extra(monkeypatch, chunk, seed):
+    monkeypatch.setattr(atoms, "_CUT_CHUNK", chunk)      # batches of a few pieces: the seams between batches
+    rng = np.random.default_rng(seed)
+    regions = _regions(rng, int(rng.integers(1, 40)))
+    extra = rng.integers(0, 4000, int(rng.integers(0, 10)))
+    want = np.unique(np.r_[_ends(*regions), extra]).astype(np.int64)
+    np.testing.assert_array_equal(cut_keys(*regions, extra), want)
+
+
+def test_cut_keys_of_no_region():
+    none = np.zeros(0, np.int64)
+    np.testing.assert_array_equal(cut_keys(none, none, none, none, np.array([5, 1, 5])), [1, 5])
+
+
+def test_progressions():
+    first, step, n = np.array([3, -2, 10]), np.array([2, 0, -3]), np.array([3, 1, 4])
+    want = np.concatenate([f + s * np.arange(k) for f, s, k in zip(first, step, n)])
+    np.testing.assert_array_equal(progressions(first, step, n), want)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 1 << 22])
+@pytest.mark.parametrize("seed", range(6))
+def test_pieces_found_where_the_guess_fails(monkeypatch, batch, seed):
+    """Atoms cut unevenly (extra cuts inside some pieces): every piece's first and one-past-last atom."""
+    monkeypatch.setattr(atoms, "_PIECE_BATCH", batch)
+    rng = np.random.default_rng(seed)
+    regions = _regions(rng, 12)
+    keys = cut_keys(*regions, rng.integers(0, 4000, 30))
+    g = Grid(keys, use_mask=False)
+    lo, hi, kb, _ = g.pieces(Moves(*regions))
+    ends = np.array(_ends(*regions)).reshape(-1, 2)
+    np.testing.assert_array_equal(kb, ends[:, 0])
+    np.testing.assert_array_equal(keys[lo], ends[:, 0])
+    np.testing.assert_array_equal(keys[hi], ends[:, 1])
+
+
+def test_heap_restores_numpys_huge_pages_even_when_nested():
+    from pyhccl.verify.heap import _hugepage_switch, heap
+    switch = _hugepage_switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge-page switch")
+    before = switch(True)
+    try:
+        with heap():
+            with heap():
+                assert switch(False) is False       # off inside
+            assert switch(False) is False           # still off: the outer heap is open
+        assert switch(True) is True                 # back on after the outermost
+    finally:
+        switch(before)
+
+
+def test_a_guess_past_the_last_key_is_searched_for():
+    """Piece 0 spans two atoms, piece 1 one: the guess for piece 1 ends past the grid (clipped, it would match)."""
+    g = Grid(np.array([0, 1, 2, 4, 6]), use_mask=False)
+    lo, hi, _, one = g.pieces(Moves(np.array([0]), np.array([2]), np.array([2]), np.array([4])))
+    np.testing.assert_array_equal(lo, [0, 3])
+    np.testing.assert_array_equal(hi, [2, 4])
+    assert not one
