@@ -120,3 +120,17 @@ def test_the_explanation_names_a_measured_one_shot_crossover():
     assert prof.describe("AllReduce")[1] == ("  one-step Mesh on shared slots for inputs up to 128 KiB, above: "
                                              "peers' arrays read in place (measured)")
     assert len(PROF.describe("AllReduce")) == 1
+
+
+def test_a_later_fast_path_must_measure_clearly_faster():
+    """The second candidate that runs a size is priced x 1.15: 10 % faster is noise, 20 % faster wins."""
+    first = Candidate("Broadcast", "Mesh@shm", 0, ((1 << 20, 1.0e-4),))
+    for later, winner in ((0.9e-4, "Mesh@shm"), (0.8e-4, "MeshTwoShot@shm")):
+        prof = AutoProfile("k", "layout", (first, Candidate("Broadcast", "MeshTwoShot@shm", 0, ((1 << 20, later),))))
+        res, source = prof.costs("Broadcast", topo(), op_call("Broadcast", 1 << 20))
+        assert res.winner.name == winner
+        two = next(r for r in res.rows if r.name == "MeshTwoShot@shm")
+        assert two.body == later and two.cost == pytest.approx(later * 1.15)
+        assert source["MeshTwoShot@shm"] == ("measured at 1 MiB, x 1.15 (listed after 1 that run the size: it must "
+                                             "measure 15% faster)")
+        assert source["Mesh@shm"] == "measured at 1 MiB"

@@ -29,7 +29,8 @@ from ..run.shm import OneShotRunner, ShmRunner, compile_shm
 from ..run.shm.flags import cores
 from ..run.shm.oneshot import ONE_SHOT, ONE_SHOT_MAX_BYTES
 from ..topo import Topology
-from ..tune.auto import AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path, save_profile
+from ..tune.auto import (PREFERENCE, AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path,
+                         save_profile)
 from .agree import Planner
 from .job import Job
 
@@ -42,7 +43,8 @@ log = logging.getLogger("pyhccl")
 #: summary.txt, medians of three runs at 2, 4 and 8 ranks from 1 MiB): the one-step Mesh is the
 #: best or near it for AllGather, ReduceScatter and AlltoAll; Broadcast's best is MeshTwoShot at 2
 #: ranks and Mesh above; Reduce's MeshTwoShot; AllReduce's crossover from the one-shot to a
-#: bandwidth algorithm moves with the machine. Ops with several are measured (:func:`measure`).
+#: bandwidth algorithm moves with the machine. Ops with several are measured (:func:`measure`); they are
+#: listed in order of preference (a later one must measure PREFERENCE faster per place to be chosen).
 FAST: dict[str, tuple[tuple[str, int], ...]] = {
     "AllReduce": (("MeshOneShot@shm", ONE_SHOT_MAX_BYTES), ("MeshTwoShot@shm", 0), ("Ring@shm", 0)),
     "AllGather": (("Mesh@shm", 0),),
@@ -139,7 +141,7 @@ def one_shot_caps(pcomm: MPI.Intracomm, planner: Planner) -> tuple[tuple[str, in
             t = _fastest(pcomm, {"slots": _timer(pcomm, planner, call, name, OneShotRunner(call, rank, 4, eng)),
                                  "cma": _timer(pcomm, planner, call, name,
                                                ShmRunner(compile_shm(call, plans, 4, rank, cma=True), eng))})
-            wins.append(t["slots"] <= t["cma"])
+            wins.append(t["slots"] <= t["cma"] * (1 + PREFERENCE))      # the slots unless in place is clearly faster
         caps.append((spec.hccl, _crossover(wins)))
     return tuple(caps)
 

@@ -35,6 +35,12 @@ VERSION = 2
 ENGINE = "SHM"
 
 
+#: A fast path listed after another that also runs the size is priced this much dearer per place: it must
+#: measure that much faster to be chosen. One measurement on a shared machine moves by 10-30 % (a rank's vCPU,
+#: a neighbour's burst), and the first-listed path is the one that is best on most machines.
+PREFERENCE = 0.15
+
+
 class ProfileError(ValueError):
     """A cached machine profile that cannot be used (malformed, another schema or version)."""
 
@@ -111,9 +117,11 @@ class AutoProfile:
         """Nothing to check: the profile is looked up by the layout it was measured on (:func:`profile_key`)."""
 
     def costs(self, op: str, topo: TopoInfo, call: OpCall) -> tuple[CostResult, dict[str, str]]:
-        """The op's candidates priced at ``call.nbytes``: a lone candidate that fits wins unpriced."""
+        """The op's candidates priced at ``call.nbytes``: a lone candidate that fits wins unpriced; the k-th that
+        fits (from 0) is priced its measured time x (1 + k x PREFERENCE)."""
         rows, source = [], {}
         cands = self._by_op.get(op, [])
+        place = 0
         for c in cands:
             row = CostRow(c.name, ENGINE)
             rows.append(row)
@@ -125,8 +133,12 @@ class AutoProfile:
                 row.cost = row.model_cost = 0.0
                 source[c.name] = "the op's only fast path (not measured)"
             else:
-                row.cost = row.model_cost = row.body = got[0]
-                source[c.name] = got[1]
+                factor = 1 + place * PREFERENCE
+                row.body = got[0]
+                row.cost = row.model_cost = got[0] * factor
+                source[c.name] = got[1] + (f", x {factor:.2f} (listed after {place} that run the size: "
+                                           f"it must measure {place * PREFERENCE:.0%} faster)" if place else "")
+            place += 1
             row.priced_by = source[c.name]
         result = CostResult(rows, None, OpExecuteConfig.HOSTCPU, ())
         result.winner, result.ties = select_min_cost(rows)
