@@ -111,6 +111,19 @@ def test_misaligned_regions_are_split_not_rejected():
     simulate(plans, AR, 6)
 
 
+def test_keys_cover_the_sum_of_a_ranks_buffers_not_three_times_its_largest():
+    """A ReduceScatter whose input, output and scratch (N c, c and 2 N c elements) sum to less than 2^62 / N keys
+    a rank is simulated (its largest buffer three times over would not fit); one step larger is refused."""
+    c = 5 * 10**16
+    call = Call("reduce_scatter", 4, c)
+    rep = simulate([build_plan(call, "Mesh", r) for r in range(4)], call)
+    assert rep.max_elements_sent == 3 * c
+    big = Call("reduce_scatter", 4, 2 * c)
+    with pytest.raises(ValueError, match=r"ranks x \(input \+ output \+ scratch elements\) < 2\^62 .* use a "
+                                         r"smaller count"):
+        simulate([build_plan(big, "Mesh", r) for r in range(4)], big)
+
+
 def test_large_rank_count_is_region_based():
     n, c = 1024, 10**10
     rep = simulate([build_plan(Call("allreduce", n, c), "NHR", r) for r in range(n)], AR, c)

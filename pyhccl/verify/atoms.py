@@ -1,8 +1,9 @@
 """The simulator's data: every rank's plan as flat arrays, and one atom grid over every buffer of every rank.
 
 Buffer ``b`` of rank ``r`` (in 0, out 1, scr 2) is ``bid = 3 r + b``; element ``x`` of it has the
-key ``bid * span + x``, so that one sorted array of keys (the grid) cuts every buffer of every
-rank into atoms at once, and a region of any rank is found with one ``searchsorted``.
+key ``r * span + at[b] + x`` (a rank's input, output and scratch one after the other, ``span`` keys a
+rank), so that one sorted array of keys (the grid) cuts every buffer of every rank into atoms at
+once, and a region of any rank is found with one ``searchsorted``.
 The grid is cut once, before the run, at both ends of every piece of every region
 (:func:`cut_keys`); :meth:`Grid.pair` aligns a move's (a matched send and receive, a local
 reduce or copy) two sides atom by atom of the destination, each reading the source atom that

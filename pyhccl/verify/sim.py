@@ -95,7 +95,7 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
             out-of-bounds or overlapping region, uninitialised read, double-counted reduce),
             or after the run listing every output range that is wrong.
         ValueError: plans not one per rank in rank order, or buffers too large to key
-            (3 x ranks x largest buffer >= 2^62 elements).
+            (ranks x (input + output + scratch elements) >= 2^62).
     """
     if isinstance(call, OpSpec):
         call = Call(call.name, len(plans), count or 0, in_place=in_place)
@@ -123,21 +123,24 @@ class _Sim:
         self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
         nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
-        self.span = span = int(self.sizes.max()) + 1
-        if 3 * n * span >= _KEY_LIMIT:
-            raise ValueError(f"expecting 3 x ranks x largest buffer < 2^62 elements to simulate, got 3 x {n} x "
-                             f"{span - 1}: use a smaller count")
+        # a rank's keys: its input, output and scratch one after the other, one unused key after each
+        self.at = np.concatenate([[0], np.cumsum(self.sizes + 1)])
+        self.span = int(self.at[3])
+        if n * self.span >= _KEY_LIMIT:
+            raise ValueError(f"expecting ranks x (input + output + scratch elements) < 2^62 to simulate, got {n} x "
+                             f"({nin} + {nout} + {nscr}): use a smaller count")
         self.step = -1
         self.checks = Checks(self, ops)
         # the initial data: rank r's input, at its shift in the output when in place
         first = 1 if call.in_place else 0
-        in_lo = (3 * np.arange(n, dtype=np.int64) + first) * span + shift
+        in_lo = self.base(np.arange(n, dtype=np.int64), first) + shift
         self.init = (in_lo[ins > 0], (in_lo + ins)[ins > 0], np.flatnonzero(ins > 0))
         rank, off, cnt, sid, shift, exp = post_arrays(call, self.keys, self.use_mask)
         self.post = (rank, self.base(rank, 1) + off, cnt, sid, shift, exp)
         bids = np.arange(3 * n, dtype=np.int64)
+        starts = self.base(bids // 3, bids % 3)
         keys = cut_keys(*self.checks.regions(),
-                        np.concatenate([bids * span, bids * span + self.sizes[bids % 3], self.init[0], self.init[1],
+                        np.concatenate([starts, starts + self.sizes[bids % 3], self.init[0], self.init[1],
                                         self.post[1], self.post[1] + self.post[2]]))
         self.g = g = Grid(keys, self.use_mask)
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
@@ -150,7 +153,7 @@ class _Sim:
 
     def base(self, rank, buf) -> np.ndarray:
         """The key of element 0 of ``buf`` (code) of ``rank``."""
-        return (3 * np.asarray(rank, dtype=np.int64) + buf) * self.span
+        return np.asarray(rank, dtype=np.int64) * self.span + self.at[np.asarray(buf)]
 
     # -- errors -------------------------------------------------------------------------
     def fail(self, rank: int, what: str) -> SimulationError:
