@@ -81,18 +81,22 @@ def test_not_runnable_and_failed(monkeypatch):
     res = verify("AllReduce", "1x1x4", algo="AicpuAllReduceSoleNHR")
     assert res.status == "not-runnable" and "does not run in pyhccl yet" in res.error
 
-    def broken(call, algo, rank, machine=None):        # rank 1 loses its last local op of step 2
-        p = real(call, algo, rank, machine)
-        if rank == 1:
-            steps = list(p.steps)
-            steps[2] = Step(steps[2].transfers, steps[2].local[:-1])
-            p = replace(p, steps=tuple(steps))
-        return p
-
-    monkeypatch.setattr(api, "build_plan", broken)
+    monkeypatch.setattr(api, "build_plan", losing_a_local_op(real, rank=1, step=2))
     res = verify("AllReduce", "1x1x8", algo="NHR", count=100)
     assert res.status == "failed" and "rank" in res.error and "ERROR HERE" in res.error
     assert set(STATUSES) == {"ok", "failed", "not-eligible", "not-runnable"}
+
+
+def losing_a_local_op(build, rank, step):
+    """``build`` (build_plan's signature) whose plan of ``rank`` loses its last local op of ``step``."""
+    def broken(call, algo, r, machine=None):
+        p = build(call, algo, r, machine)
+        if r == rank:
+            steps = list(p.steps)
+            steps[step] = Step(steps[step].transfers, steps[step].local[:-1])
+            p = replace(p, steps=tuple(steps))
+        return p
+    return broken
 
 
 def test_timeout_counts_as_failed(monkeypatch):
@@ -116,17 +120,7 @@ def test_equal_plan_sets_are_simulated_once_and_faults_never_reuse_a_pass(monkey
     c = verify("AllReduce", "1x1x7", count=1000, algo="MeshChunkTwoShot", in_place=True)      # another call
     assert a.ok and b.ok and c.ok and (a.rounds, a.bytes) == (b.rounds, b.bytes)
     assert ran == ["MeshChunkTwoShot", "MeshChunkTwoShot"]
-    built = api.build_plan
-
-    def broken(call, algo, rank, machine=None):        # equal to the passed plans but for one reduce
-        p = built(call, algo, rank, machine)
-        if rank == 3:
-            steps = list(p.steps)
-            steps[1] = Step(steps[1].transfers, steps[1].local[:-1])
-            p = replace(p, steps=tuple(steps))
-        return p
-
-    monkeypatch.setattr(api, "build_plan", broken)
+    monkeypatch.setattr(api, "build_plan", losing_a_local_op(api.build_plan, rank=3, step=1))   # but for one reduce
     d = verify("AllReduce", "1x1x7", count=1000, algo="AicpuAllReduceSoleMeshChunkTwoShot")
     assert d.status == "failed" and "ERROR HERE" in d.error and len(ran) == 3
 
