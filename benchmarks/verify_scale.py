@@ -33,6 +33,7 @@ import gc
 import json
 import random
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -113,7 +114,10 @@ def run_case(case: dict, timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "error": f"no result in {timeout * 4:g} s"}
     if p.returncode:
-        return {"status": "crashed", "error": (p.stderr.strip().splitlines() or ["?"])[-1]}
+        why = (p.stderr.strip().splitlines() or [""])[-1]
+        if not why and p.returncode == -signal.SIGKILL:
+            why = "killed by SIGKILL (on Linux, most likely the kernel's OOM killer: see dmesg)"
+        return {"status": "crashed", "error": why or f"exit status {p.returncode}"}
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
