@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pyhccl.launch import launch_env, mpiexec_command  # noqa: E402
+from pyhccl.run.shm.flags import cores  # noqa: E402
 
 OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "reduce")
 SIZES = "8,64,512,4K,32K,256K,1M,4M,16M,64M"
@@ -46,7 +46,7 @@ def job_env(n: int) -> dict[str, str]:
     """The jobs' environment: MPICH's heavy yield only where the ranks outnumber the cores (native MPI then
     sleeps while it waits, as pyhccl's flag barrier yields), so that each side runs as it runs best."""
     extra = {"PYTHONPATH": str(ROOT)}
-    if n > len(os.sched_getaffinity(0)):
+    if n > cores():
         extra["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
     return launch_env(extra)
 
@@ -90,8 +90,7 @@ def summary(results: dict[tuple[int, str], list[dict]], ranks: list[int]) -> lis
                 continue
             ratios = [r["ratio"] for r in rows]
             every += ratios
-            big = [r for r in rows if r["size"] >= MIB]
-            worst = min(big, key=lambda r: r["ratio"]) if big else None
+            worst = worst_from_1mib(rows)
             algos = sorted({r["algo"] for r in rows if not r["algo"].endswith(":-")})
             lines.append(f"{op:<14} geomean 8 B-64 MiB {geomean(ratios):5.2f} (target >= 1.0)"
                          + (f"; from 1 MiB worst {worst['ratio']:.2f} at {_b(worst['size'])} (target >= 1.0)"
@@ -104,10 +103,17 @@ def summary(results: dict[tuple[int, str], list[dict]], ranks: list[int]) -> lis
                 want = 1.5 if n <= 2 else 1.2
                 want_big = 2.0 if n <= 2 else 1.5
                 lines.append(f"  from 1 MiB (target >= {want}; 16-64 MiB >= {want_big}): " + ", ".join(
-                    f"{_b(r['size'])} {r['ratio']:.2f} ({r['bound'] or 0:.0f}% of bound)" for r in big))
+                    f"{_b(r['size'])} {r['ratio']:.2f} ({r['bound'] or 0:.0f}% of bound)" for r in rows
+                    if r["size"] >= MIB))
         if every:
             lines.append(f"every op       geomean 8 B-64 MiB {geomean(every):5.2f}")
     return lines
+
+
+def worst_from_1mib(rows: list[dict]) -> dict | None:
+    """The row of lowest ratio from 1 MiB, or None."""
+    big = [r for r in rows if r["size"] >= MIB]
+    return min(big, key=lambda r: r["ratio"]) if big else None
 
 
 def markdown(results: dict[tuple[int, str], list[dict]], ranks: list[int]) -> list[str]:
@@ -133,8 +139,7 @@ def markdown(results: dict[tuple[int, str], list[dict]], ranks: list[int]) -> li
     for n in ranks:
         worst = []
         for op in others:
-            big = [r for r in rows(n, op) if r["size"] >= MIB]
-            w = min(big, key=lambda r: r["ratio"]) if big else None
+            w = worst_from_1mib(rows(n, op))
             worst.append("-" if w is None else f"{w['ratio']:.2f} ({_b(w['size'])})")
         out.append(f"| {n} ranks | " + " | ".join(worst) + " |")
     return out
