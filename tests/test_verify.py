@@ -114,7 +114,6 @@ def test_equal_plan_sets_are_simulated_once_and_faults_never_reuse_a_pass(monkey
 
     monkeypatch.setattr(api, "simulate", counting)
     monkeypatch.setattr(api, "_PASSED", {})
-    monkeypatch.setattr(api, "_passed_actions", [0])
     a = verify("AllReduce", "1x1x7", count=1000, algo="MeshChunkTwoShot")
     b = verify("AllReduce", "1x1x7", count=1000, algo="AicpuAllReduceSoleMeshChunkTwoShot")   # the same plans
     c = verify("AllReduce", "1x1x7", count=1000, algo="MeshChunkTwoShot", in_place=True)      # another call

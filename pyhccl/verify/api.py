@@ -286,7 +286,6 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
 _PASSED: dict[tuple, list[tuple[tuple, SimReport]]] = {}
 #: Actions the plan sets in :data:`_PASSED` may hold before the oldest are dropped.
 _PASSED_MAX_ACTIONS = 8_000_000
-_passed_actions = [0]
 
 
 def _simulate_once(plans: list, call: Call) -> SimReport:
@@ -299,9 +298,7 @@ def _simulate_once(plans: list, call: Call) -> SimReport:
             return rep
     rep = simulate(plans, call)
     if size <= _PASSED_MAX_ACTIONS:
-        while _PASSED and _passed_actions[0] + size > _PASSED_MAX_ACTIONS:
-            old = next(iter(_PASSED))
-            _passed_actions[0] -= old[2] * len(_PASSED.pop(old))
+        while _PASSED and sum(k[2] * len(v) for k, v in _PASSED.items()) + size > _PASSED_MAX_ACTIONS:
+            del _PASSED[next(iter(_PASSED))]                # the oldest call's plan sets
         _PASSED.setdefault(key, []).append((steps, rep))
-        _passed_actions[0] += size
     return rep

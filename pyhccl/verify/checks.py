@@ -126,9 +126,9 @@ class Checks:
     def regions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts)."""
         cols = []
-        for i, side in enumerate((self.ops.src, self.ops.dst)):
+        for i in (0, 1):
             rows = np.flatnonzero(self.inside[i])
-            m = side.take(rows, self.sim.base(self.ops.rank[rows], side.buf[rows]))
+            m = self.moves(rows, i, self.ops.rank[rows])
             cols.append((m.key, m.cnt, m.rep, m.stride))
         return tuple(np.concatenate(c) for c in zip(*cols))
 
