@@ -58,12 +58,11 @@ def resolve_name(op: str, name: str) -> str:
 @lru_cache(maxsize=4096)
 def _build(call: Call, algo: str, rank: int, topo: str | None) -> Plan:
     table = TABLES[ROLE_OF_OP[call.op]]
-    reg = None if algo in table else _registered(call.op, algo)
-    name = algo if algo in table or reg is not None else resolve_name(call.op, algo)
+    name = algo if algo in table else resolve_name(call.op, algo)       # cached: no listing per rank
     if name in table:
         steps = op_steps(call, table[name], rank, positions(call.nranks))
     else:
-        reg = reg or registry.get(name)
+        reg = registry.get(name)
         if topo is None:
             steps = build_registered(call, reg, rank, (positions(call.nranks),), True)
         else:
@@ -72,15 +71,6 @@ def _build(call: Call, algo: str, rank: int, topo: str | None) -> Plan:
     meta = (("op", call.op), ("algo", name), ("nranks", call.nranks), ("count", call.count),
             ("in_place", call.in_place), ("root", call.root))
     return Plan(rank, tuple(steps), meta)
-
-
-def _registered(op: str, name: str) -> registry.Registration | None:
-    """HCCL's registration of ``name`` spelled exactly, when it is one of ``op``'s (else None: resolve it)."""
-    try:
-        reg = registry.get(name)
-    except ValueError:
-        return None
-    return reg if HCCL_OPS.get(reg.op) == op else None
 
 
 def build_plan(call: Call, algo: str, rank: int, machine: Machine | None = None) -> Plan:

@@ -137,6 +137,7 @@ def _fn(form: Form, reg: Registration, n: int) -> Callable:
 def _split_fn(role: str, name: str, shares: tuple[float, ...]) -> Callable:
     """Template ``role``/``name`` with every transfer cut by ``shares`` (memoised like the template)."""
     fn = TABLES[role][name]
+    fn = getattr(fn, "__wrapped__", fn)         # the split result is memoised below, not the unsplit one too
 
     def split(*a, **k):
         steps = fn(*a, **k)

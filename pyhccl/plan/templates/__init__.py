@@ -74,7 +74,7 @@ def memoised(fn):
 
     @wraps(fn)
     def call(*args, **kwargs):
-        key = (args, tuple(kwargs.items()))
+        key = (args, tuple(sorted(kwargs.items())))
         try:
             hash(key)
         except TypeError:
@@ -105,9 +105,7 @@ def relabel(steps, group) -> tuple[Step, ...]:
 
 
 def _renamed(a: Action, peer: int) -> Action:
-    r = a.dst if a.src is None else a.src
-    if r is None or a.dst is not None and a.src is not None:
-        return with_peer(a, peer)
+    r = a.dst if a.src is None else a.src           # a transfer has one region: a send's source, a receive's destination
     key = (a.kind, peer, a.src is None, r.buf, r.offset, r.count, r.repeat, r.stride)
     hit = _RENAMED.get(key)
     if hit is None:
@@ -146,7 +144,7 @@ for _table in (AR, RS, AG, SCATTER, GATHER, BCAST, REDUCE):
         _table[_name] = memoised(_fn)
 
 __all__ = [
-    "memoised", "positions", "relabel", "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
+    "memoised", "positions", "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
     "all_gather_mesh", "allreduce_mesh_chunk", "allreduce_mesh_one_shot", "allreduce_mesh_two_shot", "reduce_scatter_mesh",
     "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce", "nhr_step_count", "reduce_scatter_nhr",
     "allreduce_rhd", "reduce_scatter_mesh_chunk", "reduce_scatter_nhr_aicpu_reduce", "reduce_scatter_nb",
