@@ -1,12 +1,15 @@
-"""The simulator runs a rank's chain of reduces into one destination as one batch; a fault in a chain
-is still reported at its own op, as running the ops one at a time reports it."""
+"""The simulator runs a rank's locals of a step that touch disjoint data, and a rank's chain of reduces
+into one destination, as one batch; a fault in a batch is still reported at its own op, as running the
+ops one at a time reports it."""
+
+import re
 
 import pytest
 
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
-from pyhccl.plan.ir import Kind
-from pyhccl.verify.sim import SimulationError, simulate
+from pyhccl.plan.ir import Buf, Kind, Plan, Region, Step, copy, reduce
+from pyhccl.verify.sim import SimulationError, _Sim, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
 
 
@@ -52,3 +55,59 @@ def test_the_earlier_op_of_two_faulty_chains_is_reported():
     bad = edit(bad, 3, 1, local=lambda ops: ops[:3] + ops[2:])         # rank 3: fault at op 3
     with pytest.raises(SimulationError, match=r"step 1, rank 3: .* twice"):
         simulate(bad, call)
+
+
+def batches(plans, call, step):
+    """The row groups the simulator runs together in ``step``, and whether each runs merged."""
+    return [(len(b[0]), b[5]) for b in _Sim(plans, call, 0).checks.local_batches(step)]
+
+
+def mesh_chunk(n):
+    call = Call("reduce_scatter", n, 7)
+    return call, [build_plan(call, "MeshChunk", r) for r in range(n)]
+
+
+def test_disjoint_locals_of_a_step_run_as_one_batch():
+    call, plans = mesh_chunk(5)
+    # steps 1-4: every rank reduces the 4 chunks of its slice, each from its own scratch chunk
+    assert [batches(plans, call, t) for t in range(1, 5)] == [[(5 * 4, True)]] * 4
+    assert simulate(plans, call).nranks == 5
+
+
+def test_a_fault_in_a_disjoint_batch_is_named():
+    call, plans = mesh_chunk(5)
+    bad = edit(plans, 2, 1, local=lambda ops: ops[:2] + ops[1:])        # rank 2 reduces a chunk twice
+    twice = re.escape(f"step 1, rank 2: '{plans[2].steps[1].local[1]}' counts the contribution of ranks")
+    with pytest.raises(SimulationError, match=twice + r" \{\d\} twice"):
+        simulate(bad, call)
+
+
+R = lambda buf, off: Region(buf, off, 4)                                 # noqa: E731
+
+
+def local_only(ops):
+    """A 2-rank AllReduce of 4 elements whose step 0 runs ``ops`` locally on each rank (no transfers)."""
+    call = Call("allreduce", 2, 4)
+    return call, [Plan(r, (Step((), tuple(ops)),)) for r in range(2)]
+
+
+def test_locals_that_touch_disjoint_data_merge():
+    call, plans = local_only([copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 4), R(Buf.INPUT, 0)),
+                              copy(R(Buf.OUTPUT, 0), R(Buf.INPUT, 0))])
+    assert batches(plans, call, 0) == [(6, True)]
+
+
+@pytest.mark.parametrize("ops", [
+    # the third reads what the first writes
+    [copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 4), R(Buf.INPUT, 0)),
+     copy(R(Buf.OUTPUT, 0), R(Buf.SCRATCH, 0))],
+    # the second writes what the first reads
+    [copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.OUTPUT, 0), R(Buf.SCRATCH, 0)),
+     copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0))],
+    # both write one region, not as a chain of reduces
+    [copy(R(Buf.OUTPUT, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)),
+     reduce(R(Buf.OUTPUT, 0), R(Buf.SCRATCH, 0))],
+])
+def test_locals_that_depend_on_each_other_run_in_order(ops):
+    call, plans = local_only(ops)
+    assert [m for _, m in batches(plans, call, 0)] == [False] * 3

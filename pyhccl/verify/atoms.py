@@ -86,10 +86,15 @@ class PlanArrays:
         self.rank = rank_of_group[group][order]
         self.local = (group % 2)[order]
         self.index = (np.arange(len(group)) - (np.cumsum(sizes_a) - sizes_a)[group])[order]
-        self.kind = np.array([_KIND.get(a.kind, -1) for a in acts], dtype=np.int64)[order]
-        self.peer = np.array([-1 if a.peer is None else a.peer for a in acts], dtype=np.int64)[order]
-        self.src = _side([a.src for a in acts], order)
-        self.dst = _side([a.dst for a in acts], order)
+        # plans share action objects (templates are memoised): read each distinct one once
+        ids = np.fromiter(map(id, acts), np.int64, len(acts))
+        _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+        distinct = [acts[i] for i in first.tolist()]
+        at = inv.reshape(-1)[order]
+        self.kind = np.array([_KIND.get(a.kind, -1) for a in distinct], dtype=np.int64)[at]
+        self.peer = np.array([-1 if a.peer is None else a.peer for a in distinct], dtype=np.int64)[at]
+        self.src = _side([a.src for a in distinct], at)
+        self.dst = _side([a.dst for a in distinct], at)
         self._acts, self._order = acts, order
         if shift is not None:
             shift = np.asarray(shift, dtype=np.int64)

@@ -77,16 +77,76 @@ class Checks:
         self.lstart = np.searchsorted(ops.step[rows], np.arange(ops.nsteps + 1))
 
     def _joins(self, rows: np.ndarray, static: np.ndarray) -> np.ndarray:
-        """Per local row (in (step, rank, index) order): it continues the previous row's run of reduces
-        into one destination region, its source outside that region."""
+        """Per local row (in (step, rank, index) order): it continues the previous row's run.
+
+        A run is a rank's leading rows of a step that touch disjoint data (:meth:`_disjoint_lead`), then
+        runs of reduces into one destination region, each source outside that region."""
         ops, src, dst = self.ops, self.ops.src, self.ops.dst
+        if not len(rows):
+            return np.zeros(0, bool)
         ok = ((ops.kind[rows] == REDUCE) & ~static
               & ((src.buf[rows] != dst.buf[rows]) | (src.end[rows] <= dst.off[rows]) | (dst.end[rows] <= src.off[rows])))
         same = ok[1:] & ok[:-1]
         for col in (ops.step, ops.rank, dst.buf, dst.off, dst.cnt, dst.rep, dst.stride):
             c = col[rows]
             same &= c[1:] == c[:-1]
-        return np.r_[False, same] if len(rows) else np.zeros(0, bool)
+        pos, lead = self._disjoint_lead(rows, static)
+        return np.r_[False, same & (pos[1:] > lead[1:])] | ((pos > 0) & (pos < lead))
+
+    def _disjoint_lead(self, rows: np.ndarray, static: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per local row (in (step, rank, index) order): its index among its rank's locals of the step, and
+        how many of them lead the step touching disjoint data, so that they run as one batch.
+
+        In the lead no row writes what another reads or writes (reduces into one identical destination
+        excepted), judged on each region's hull (first to last element): two regions whose hulls meet
+        count as overlapping, which only ends the lead early. Static faults end it before them. (Each
+        hull is sorted by (rank's step, first key); a hull that starts before the furthest end of the
+        earlier destination hulls, or a destination before that of the earlier source hulls, overlaps
+        the hull that reaches there, and ends the lead at the first of the two.)"""
+        ops, sim = self.ops, self.sim
+        st, rk = ops.step[rows], ops.rank[rows]
+        new = np.r_[True, (st[1:] != st[:-1]) | (rk[1:] != rk[:-1])]
+        gid = np.cumsum(new) - 1
+        pos = np.arange(len(rows)) - np.flatnonzero(new)[gid]
+        lead = np.bincount(gid).astype(np.int64)[gid]           # every row, unless something overlaps
+        ngroups = int(gid[-1]) + 1
+        cut = np.full(ngroups, np.iinfo(np.int64).max)
+        np.minimum.at(cut, gid[static], pos[static])
+        los, his, dsts, keep = [], [], [], []
+        for i, side in enumerate((ops.src, ops.dst)):
+            b = side.buf[rows]
+            lo = sim.base(rk, np.maximum(b, 0)) + side.off[rows]
+            los.append(lo)
+            his.append(lo + (side.end - side.off)[rows])
+            dsts.append(np.full(len(rows), i == 1))
+            keep.append((b >= 0) & (side.size[rows] > 0) & ~static)
+        # a chain of reduces into one destination region: only its first destination hull counts
+        d = ops.dst
+        same_dst = np.r_[False, (gid[1:] == gid[:-1]) & (los[1][1:] == los[1][:-1])
+                         & (d.cnt[rows][1:] == d.cnt[rows][:-1]) & (d.rep[rows][1:] == d.rep[rows][:-1])
+                         & (d.stride[rows][1:] == d.stride[rows][:-1])]
+        red = ops.kind[rows] == REDUCE
+        keep[1] &= ~(same_dst & red & np.r_[False, red[:-1]])
+        sel = np.concatenate(keep)
+        lo, hi = np.concatenate(los)[sel], np.concatenate(his)[sel]
+        is_dst, p, g = np.concatenate(dsts)[sel], np.tile(pos, 2)[sel], np.tile(gid, 2)[sel]
+        coords = np.unique(np.concatenate([lo, hi]))
+        span = len(coords) + 1
+        if ngroups * span >= 2**62:                 # too many to key: no lead (locals by index)
+            return pos, np.minimum(lead, 1)
+        start = g * span + np.searchsorted(coords, lo)
+        end = g * span + np.searchsorted(coords, hi)
+        order = np.argsort(start, kind="stable")
+        start, end, is_dst, p, g = start[order], end[order], is_dst[order], p[order], g[order]
+        at = np.arange(len(start))
+        for writes, hit in ((is_dst, np.ones(len(start), bool)), (~is_dst, is_dst)):
+            e = np.where(writes, end, -1)
+            reach = np.maximum.accumulate(e)
+            who = np.maximum.accumulate(np.where(e == reach, at, 0))
+            prev, partner = np.r_[-1, reach[:-1]], np.r_[0, who[:-1]]
+            flag = hit & (start < prev)
+            np.minimum.at(cut, g[flag], np.minimum(p[flag], p[partner[flag]]))
+        return pos, np.minimum(lead, cut[gid])
 
     def _match(self, ok_x: np.ndarray) -> list[int]:
         """Pair the k-th send of each (step, sender, receiver) with its k-th receive; the steps where they differ."""
