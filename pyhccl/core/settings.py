@@ -22,6 +22,7 @@ variable; a bad value raises ValueError naming the variable (or argument) and wh
 | PYHCCL_CMA | :func:`cma` |
 | PYHCCL_PROFILE | :func:`profile_mode` |
 | PYHCCL_CACHE_DIR (XDG_CACHE_HOME) | :func:`cache_dir` |
+| PYHCCL_VERIFY_MEMORY | :func:`verify_memory` |
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Any, Mapping
 
 __all__ = ["UB_TRANSFER_BYTES", "env", "algo", "ub_transfer_bytes", "ub_transfer_bytes_set", "timeout_seconds",
            "flag", "tuning_file", "selector_mode", "expansion_mode", "tuner_plugin", "topo_source", "super_pod_servers",
-           "cuda_aware", "mpiexec", "cma", "selector", "selection", "PROFILES", "profile_mode", "cache_dir"]
+           "cuda_aware", "mpiexec", "cma", "selector", "selection", "PROFILES", "profile_mode", "cache_dir",
+           "verify_memory"]
 
 #: SMALL_COUNT_512KB (src/ops/op_common/selector/auto_selector_base.h), commented there as
 #: the UB protocol's largest single transfer; pyhccl uses it as its message size.
@@ -177,6 +179,26 @@ def cuda_aware() -> bool | None:
     if value not in ("0", "1"):
         raise ValueError(f"expecting PYHCCL_CUDA_AWARE to be 0, 1 or empty (ask the MPI library), got {value!r}")
     return value == "1"
+
+
+def verify_memory() -> float | None:
+    """``PYHCCL_VERIFY_MEMORY``: the GiB the simulator may assume its process can use (0: no limit); None when
+    unset (the simulator then asks the operating system what is available).
+
+    Raises:
+        ValueError: a value that is not a number >= 0.
+    """
+    value = env("PYHCCL_VERIFY_MEMORY")
+    if not value:
+        return None
+    try:
+        gib = float(value)
+    except ValueError:
+        gib = -1.0
+    if not gib >= 0 or gib == float("inf"):
+        raise ValueError(f"expecting PYHCCL_VERIFY_MEMORY to be a number of GiB >= 0 (0: no limit; empty: what the "
+                         f"system has available), got {value!r}")
+    return gib
 
 
 def mpiexec() -> str:

@@ -24,6 +24,7 @@ from ..algo.predicates import op_call
 from ..core.call import OPS, Call, canonical_op, hccl_op
 from ..core.call import make_call as core_make_call
 from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
+from .memory import BuildGuard, MemoryBudgetError, task
 from .sim import SimReport, SimulationError, simulate
 from ..select import SelectionError, select_for
 from ..topo.machine import Machine, machine
@@ -261,18 +262,22 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
 def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
     """Build every rank's plan and simulate them."""
     plans = []
+    guard = BuildGuard(task("building the plans of", call), m.nranks)
     with _no_cycle_collection():
         for r in range(m.nranks):
             try:
                 plans.append(build_plan(call, name, r, m))
+                guard.built(r + 1)
             except NotRunnableError as e:
                 return done("not-runnable", name, str(e))
+            except MemoryBudgetError as e:
+                return done("failed", name, str(e))
             except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
                 return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
                                             + "".join(traceback.format_exc(limit=-4)))
     try:
         rep = _simulate_once(plans, call)
-    except SimulationError as e:
+    except (SimulationError, MemoryBudgetError) as e:
         return done("failed", name, str(e))
     except Exception as e:  # noqa: BLE001
         return done("failed", name, f"the simulator raised {type(e).__name__}: {e}\n"

@@ -1,0 +1,147 @@
+"""The verifier's memory guard: a call too large to build or simulate in memory raises a clear error, not the OOM killer.
+
+At a hundred thousand ranks the plans (Python objects) and the simulator's atom grid (numpy arrays)
+can outgrow the machine; Linux then kills the process with SIGKILL, and nothing says why. The
+simulator and :func:`~pyhccl.verify.verify` estimate what they will need before the large
+allocations (``bytes per atom`` and ``bytes per rank``, measured on runs at 1024-8192 ranks) and
+compare it with the memory the process may use: ``PYHCCL_VERIFY_MEMORY`` (GiB) when set, else on
+Linux the memory the kernel reports available plus what this process holds already, bounded by
+``RLIMIT_AS`` and the cgroup's limit; elsewhere no check is made.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+from ..core import settings
+
+__all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "BuildGuard", "BUILD_CHECK_RANKS"]
+
+_GIB = 2**30
+#: Plans built between two looks at the process's memory (a look costs a few microseconds).
+BUILD_CHECK_RANKS = 1024
+_FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
+        "process may use (0: no check)")
+
+
+class MemoryBudgetError(MemoryError):
+    """Building or simulating a call would need more memory than the process may use.
+
+    Attributes:
+        need, budget: the estimate and the memory available, in bytes.
+    """
+
+    def __init__(self, what: str, need: int, budget: int, source: str) -> None:
+        super().__init__(f"{what} needs about {_size(need)} of memory, {_size(budget)} {source}: {_FIX}")
+        self.need, self.budget = need, budget
+
+
+def task(verb: str, call) -> str:
+    """``"simulating allreduce over 8192 ranks (count 1000)"``: what needs the memory, for the error."""
+    return f"{verb} {call.op} over {call.nranks} ranks" + (f" (count {call.count})" if call.count else "")
+
+
+def resident() -> int:
+    """This process's resident memory in bytes (0 where /proc is missing)."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def budget() -> tuple[int, str] | None:
+    """The bytes this process may hold in all, and where the figure comes from; None: no check.
+
+    Raises:
+        ValueError: a bad ``PYHCCL_VERIFY_MEMORY``.
+    """
+    gib = settings.verify_memory()
+    if gib is not None:
+        return (int(gib * _GIB), "allowed by PYHCCL_VERIFY_MEMORY") if gib > 0 else None
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        avail = int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None                     # not Linux: no check
+    rss = resident()
+    bounds = [avail + rss]
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:          # address space: what is mapped and not resident counts too
+        bounds.append(soft - _vm_size() + rss)
+    bounds.append(_cgroup_room() + rss)
+    return max(0, min(bounds)), "available"
+
+
+def require(what: str, more: int) -> None:
+    """Raise :class:`MemoryBudgetError` if this process's memory plus ``more`` bytes exceeds :func:`budget`."""
+    b = budget()
+    if b is not None and resident() + more > b[0]:
+        raise MemoryBudgetError(what, resident() + more, *b)
+
+
+class BuildGuard:
+    """Watches plans being built rank by rank: every :data:`BUILD_CHECK_RANKS` ranks, the growth per rank
+    since the first look times the ranks left, plus what the process holds, against :func:`budget`."""
+
+    def __init__(self, what: str, nranks: int) -> None:
+        """Raises:
+            ValueError: a bad ``PYHCCL_VERIFY_MEMORY`` (read here, before any plan is built).
+        """
+        budget()
+        self.what, self.n = what, nranks
+        self.first: tuple[int, int] | None = None        # (ranks built, resident bytes) at the first look
+
+    def built(self, ranks: int) -> None:
+        """``ranks`` plans are built (call after each); may raise :class:`MemoryBudgetError`."""
+        if ranks % BUILD_CHECK_RANKS or ranks >= self.n:
+            return
+        rss = resident()
+        if self.first is None:          # the first ranks also build what every rank shares: no rate from them
+            self.first = (ranks, rss)
+            return
+        per_rank = max(0, rss - self.first[1]) / (ranks - self.first[0])
+        b = budget()
+        need = rss + int(per_rank * (self.n - ranks))
+        if b is not None and need > b[0]:
+            raise MemoryBudgetError(f"{self.what} (plans of {ranks} ranks hold {_size(rss)} so far)",
+                                    need, *b)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / _GIB:.1f} GiB" if nbytes >= _GIB else f"{nbytes / 2**20:.0f} MiB"
+
+
+def _vm_size() -> int:
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _cgroup_room() -> int:
+    """The bytes this process's memory cgroup may still take (its limit less its usage, less the page cache it
+    can drop); a large number where it has no limit or none can be read."""
+    room = 2**62
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return room
+    for line in lines:                  # v2 "0::/path"; v1 "4:memory:/path"
+        _, ctrl, rel = line.split(":", 2)
+        files = (("memory.max", "memory.current", "inactive_file") if ctrl == "" else
+                 ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+                 if "memory" in ctrl.split(",") else None)
+        if files is None:
+            continue
+        d = Path("/sys/fs/cgroup", "" if ctrl == "" else "memory", rel.strip().lstrip("/"))
+        try:
+            limit = (d / files[0]).read_text().strip()
+            if limit == "max" or int(limit) >= 2**60:
+                continue
+            stat = dict(x.split() for x in (d / "memory.stat").read_text().splitlines() if len(x.split()) == 2)
+            room = min(room, int(limit) - int((d / files[1]).read_text()) + int(stat.get(files[2], 0)))
+        except (OSError, ValueError):
+            continue
+    return room

@@ -1,0 +1,68 @@
+"""pyhccl.verify.memory: a call too large for the memory available fails with a clear reason, not the OOM killer."""
+
+import pytest
+
+import pyhccl.verify.memory as memory
+from pyhccl.plan.api import build_plan
+from pyhccl.verify import MemoryBudgetError, machine, make_call, verify
+from pyhccl.verify.sim import simulate
+
+_GIB = 2**30
+
+
+def _allow(monkeypatch, extra_bytes: int) -> None:
+    """PYHCCL_VERIFY_MEMORY: what this process holds now plus ``extra_bytes``."""
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", repr((memory.resident() + extra_bytes) / _GIB))
+
+
+def test_a_tiny_budget_fails_with_the_reason_and_the_fix(monkeypatch):
+    _allow(monkeypatch, 2**20)          # 1 MiB more: the 64 ranks' grid needs more
+    r = verify("AllGather", "1x1x64", algo="Ring", count=1000)
+    assert r.status == "failed" and r.algorithm == "Ring"
+    first = r.error.splitlines()[0]
+    assert first.startswith("simulating all_gather over 64 ranks (count 1000) needs about ")
+    assert "B allowed by PYHCCL_VERIFY_MEMORY: use a smaller count (--count) or fewer ranks" in first
+    assert "Traceback" not in r.error
+    m = machine("1x1x64")
+    call = make_call("AllGather", 64, count=1000)
+    plans = [build_plan(call, "Ring", rank, m) for rank in range(64)]
+    with pytest.raises(MemoryBudgetError, match="PYHCCL_VERIFY_MEMORY=<GiB>") as e:
+        simulate(plans, call)
+    assert isinstance(e.value, MemoryError) and e.value.need > e.value.budget
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0")      # 0: no check
+    assert simulate(plans, call).nranks == 64
+
+
+def test_the_guard_stays_quiet_on_ordinary_runs(monkeypatch):
+    monkeypatch.delenv("PYHCCL_VERIFY_MEMORY", raising=False)
+    for op, topo in (("AllReduce", "1x2x4"), ("AllGather", "1x1x64"), ("AllToAll", "2x2x2")):
+        assert verify(op, topo, count=1000).ok
+    _allow(monkeypatch, 2 * _GIB)
+    assert verify("ReduceScatter", "1x1x64", count=10_000_000_019).ok
+
+
+def test_building_the_plans_stops_early_when_they_would_not_fit(monkeypatch):
+    monkeypatch.setattr(memory, "BUILD_CHECK_RANKS", 4)
+    _allow(monkeypatch, -memory.resident() // 2)       # less than this process holds already
+    r = verify("AllReduce", "1x1x16", algo="Ring", count=8)
+    assert r.status == "failed"
+    assert r.error.startswith("building the plans of allreduce over 16 ranks (count 8) (plans of 8 ranks hold ")
+
+
+def test_the_build_projection(monkeypatch):
+    # 1 GiB after 1024 ranks, 2 GiB after 2048: 1 MiB a rank, 126 GiB for the 129 024 ranks left
+    held = iter([1 * _GIB, 2 * _GIB, 2 * _GIB])
+    monkeypatch.setattr(memory, "resident", lambda: next(held))
+    monkeypatch.setattr(memory, "budget", lambda: (21 * _GIB, "available"))
+    guard = memory.BuildGuard("building the plans of allreduce over 131072 ranks", 131072)
+    for ranks in range(1, 2048):
+        guard.built(ranks)                   # one look, at 1024: no rate yet
+    with pytest.raises(MemoryBudgetError, match=r"^building .* needs about 128\.0 GiB of memory, 21\.0 GiB available: "):
+        guard.built(2048)
+
+
+def test_bad_budget_names_the_variable(monkeypatch):
+    for bad in ("lots", "-1", "nan"):
+        monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", bad)
+        with pytest.raises(ValueError, match="expecting PYHCCL_VERIFY_MEMORY to be a number of GiB >= 0"):
+            verify("AllReduce", "1x1x4", count=8)
