@@ -129,8 +129,9 @@ def show(label: str, target: str, r: dict) -> None:
     elif r.get("status") == "skipped":
         print(f"{label:<44} {r['algorithm']:<44} not run: building the plans alone takes about "
               f"{r['build_estimate']:.0f} s (from {5 * SAMPLE_RANKS} consecutive ranks)   target {target}", flush=True)
-    else:
-        print(f"{label:<44} {r.get('algorithm') or '-':<44} {r['status']}: {r.get('error', '')}   target {target}",
+    else:       # failed (a fault, or the memory guard's reason: what it needs, what is available), crashed, timeout
+        peak = f" (peak {r['rss_gib']:.2f} GiB)" if "rss_gib" in r else ""
+        print(f"{label:<44} {r.get('algorithm') or '-':<44} {r['status']}{peak}: {r.get('error', '')}   target {target}",
               flush=True)
 
 

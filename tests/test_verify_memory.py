@@ -1,7 +1,11 @@
 """pyhccl.verify.memory: a call too large for the memory available fails with a clear reason, not the OOM killer."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
+import pyhccl.verify.api as api
 import pyhccl.verify.memory as memory
 from pyhccl.plan.api import build_plan
 from pyhccl.verify import MemoryBudgetError, machine, make_call, verify
@@ -10,13 +14,9 @@ from pyhccl.verify.sim import simulate
 _GIB = 2**30
 
 
-def _allow(monkeypatch, extra_bytes: int) -> None:
-    """PYHCCL_VERIFY_MEMORY: what this process holds now plus ``extra_bytes``."""
-    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", repr((memory.resident() + extra_bytes) / _GIB))
-
-
 def test_a_tiny_budget_fails_with_the_reason_and_the_fix(monkeypatch):
-    _allow(monkeypatch, 2**20)          # 1 MiB more: the 64 ranks' grid needs more
+    monkeypatch.setattr(api, "_PASSED", {})             # not the report of an equal plan set simulated before
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")     # 1 MiB: less than this process holds
     r = verify("AllGather", "1x1x64", algo="Ring", count=1000)
     assert r.status == "failed" and r.algorithm == "Ring"
     first = r.error.splitlines()[0]
@@ -37,13 +37,13 @@ def test_the_guard_stays_quiet_on_ordinary_runs(monkeypatch):
     monkeypatch.delenv("PYHCCL_VERIFY_MEMORY", raising=False)
     for op, topo in (("AllReduce", "1x2x4"), ("AllGather", "1x1x64"), ("AllToAll", "2x2x2")):
         assert verify(op, topo, count=1000).ok
-    _allow(monkeypatch, 2 * _GIB)
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", repr(memory.resident() / _GIB + 2))
     assert verify("ReduceScatter", "1x1x64", count=10_000_000_019).ok
 
 
 def test_building_the_plans_stops_early_when_they_would_not_fit(monkeypatch):
     monkeypatch.setattr(memory, "BUILD_CHECK_RANKS", 4)
-    _allow(monkeypatch, -memory.resident() // 2)       # less than this process holds already
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")
     r = verify("AllReduce", "1x1x16", algo="Ring", count=8)
     assert r.status == "failed"
     assert r.error.startswith("building the plans of allreduce over 16 ranks (count 8) (plans of 8 ranks hold ")
@@ -66,3 +66,15 @@ def test_bad_budget_names_the_variable(monkeypatch):
         monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", bad)
         with pytest.raises(ValueError, match="expecting PYHCCL_VERIFY_MEMORY to be a number of GiB >= 0"):
             verify("AllReduce", "1x1x4", count=8)
+
+
+def test_the_scale_benchmark_prints_the_reason(monkeypatch, capsys):
+    spec = importlib.util.spec_from_file_location("verify_scale", Path(__file__).parents[1] / "benchmarks/verify_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.01")       # its child process: 10 MiB
+    bench.show("AllReduce 1x1x8", "-", bench.run_case({"op": "AllReduce", "topo": "1x1x8", "count": 8}, 60))
+    line = capsys.readouterr().out
+    assert " failed (peak " in line
+    assert "GiB): simulating allreduce over 8 ranks (count 8) needs about " in line
+    assert "MiB allowed by PYHCCL_VERIFY_MEMORY: use a smaller count (--count) or fewer ranks" in line

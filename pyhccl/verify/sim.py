@@ -42,7 +42,7 @@ _POST_BATCH = 1 << 23      # output atoms checked at a time
 # Memory (pyhccl.verify.memory), per piece end the grid is cut at (both ends of every piece of every region,
 # and the buffers' ends) and per atom of the grid: what cutting it needs at least, and what the run needs at
 # most above what the process held before the cut (measured at 8192 ranks: 42-63 bytes per atom).
-_BYTES_PER_ACTION = 200
+_BYTES_PER_ACTION = 320
 _BYTES_PER_POST_ROW = 80
 _CUT_BYTES_PER_END = 6
 _RUN_BYTES_PER_ATOM = 64
