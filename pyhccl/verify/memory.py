@@ -17,11 +17,22 @@ from pathlib import Path
 
 from ..core import settings
 
-__all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "BuildGuard", "BUILD_CHECK_RANKS"]
+__all__ = ["MemoryBudgetError", "task", "post_rows", "budget", "resident", "require", "BuildGuard", "BUILD_CHECK_RANKS",
+           "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM"]
 
 _GIB = 2**30
 #: Plans built between two looks at the process's memory (a look costs a few microseconds).
 BUILD_CHECK_RANKS = 1024
+# What the simulator (pyhccl.verify.sim) needs, in bytes, measured at 1024-8192 ranks (docs/verify.md#memory):
+#: per action of the plans, flattened into rows (measured 254-312)
+BYTES_PER_ACTION = 320
+#: per row (contribution) of the postcondition, with its keys among the grid's cuts (measured 74)
+BYTES_PER_POST_ROW = 80
+#: per piece end the grid is cut at (both ends of every piece of every region, and each buffer's): the least
+#: that cutting needs (the grid has a quarter to a sixth as many atoms as piece ends, 16-24 bytes each)
+CUT_BYTES_PER_END = 6
+#: per atom of the grid, for the run, above what the process held before the cut (measured 42-63)
+RUN_BYTES_PER_ATOM = 64
 _FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
         "process may use (0: no check)")
 
@@ -43,12 +54,15 @@ def task(verb: str, call) -> str:
     return f"{verb} {call.op} over {call.nranks} ranks" + (f" (count {call.count})" if call.count else "")
 
 
+def post_rows(call) -> int:
+    """About the rows of ``call``'s postcondition: the root's, and another rank's for every other rank."""
+    other = (call.root + 1) % call.nranks
+    return len(call.spec.post(call, call.root)) + (call.nranks - 1) * len(call.spec.post(call, other))
+
+
 def resident() -> int:
     """This process's resident memory in bytes (0 where /proc is missing)."""
-    try:
-        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    return _statm(1)
 
 
 def budget() -> tuple[int, str] | None:
@@ -69,7 +83,7 @@ def budget() -> tuple[int, str] | None:
     bounds = [avail + rss]
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:          # address space: what is mapped and not resident counts too
-        bounds.append(soft - _vm_size() + rss)
+        bounds.append(soft - _statm(0) + rss)
     bounds.append(_cgroup_room() + rss)
     return max(0, min(bounds)), "available"
 
@@ -77,8 +91,9 @@ def budget() -> tuple[int, str] | None:
 def require(what: str, more: int) -> None:
     """Raise :class:`MemoryBudgetError` if this process's memory plus ``more`` bytes exceeds :func:`budget`."""
     b = budget()
-    if b is not None and resident() + more > b[0]:
-        raise MemoryBudgetError(what, resident() + more, *b)
+    need = resident() + more
+    if b is not None and need > b[0]:
+        raise MemoryBudgetError(what, need, *b)
 
 
 class BuildGuard:
@@ -113,9 +128,10 @@ def _size(nbytes: int) -> str:
     return f"{nbytes / _GIB:.1f} GiB" if nbytes >= _GIB else f"{nbytes / 2**20:.0f} MiB"
 
 
-def _vm_size() -> int:
+def _statm(field: int) -> int:
+    """A field of /proc/self/statm (0: the address space's size, 1: resident) in bytes; 0 where it is missing."""
     try:
-        return int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        return int(Path("/proc/self/statm").read_text().split()[field]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
 
@@ -129,6 +145,8 @@ def _cgroup_room() -> int:
     except OSError:
         return room
     for line in lines:                  # v2 "0::/path"; v1 "4:memory:/path"
+        if line.count(":") < 2:
+            continue
         _, ctrl, rel = line.split(":", 2)
         files = (("memory.max", "memory.current", "inactive_file") if ctrl == "" else
                  ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")

@@ -39,13 +39,6 @@ __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 _MASK_MAX_RANKS = 64
 _KEY_LIMIT = 2**62
 _POST_BATCH = 1 << 23      # output atoms checked at a time
-# Memory (pyhccl.verify.memory), per piece end the grid is cut at (both ends of every piece of every region,
-# and the buffers' ends) and per atom of the grid: what cutting it needs at least, and what the run needs at
-# most above what the process held before the cut (measured at 8192 ranks: 42-63 bytes per atom).
-_BYTES_PER_ACTION = 320
-_BYTES_PER_POST_ROW = 80
-_CUT_BYTES_PER_END = 6
-_RUN_BYTES_PER_ATOM = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +123,9 @@ class _Sim:
         nout = max((call.output_count(r) for r in range(n)), default=0)
         if call.in_place:
             nout = max(nout, int((ins + shift).max(initial=0)))
+        what = memory.task("simulating", call)        # the memory guard: each large step, estimated first
         rows = sum(len(s.transfers) + len(s.local) for p in plans for s in p.steps)
-        memory.require(memory.task("simulating", call), _BYTES_PER_ACTION * rows)
+        memory.require(what, memory.BYTES_PER_ACTION * rows)
         self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
         nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
@@ -147,7 +141,7 @@ class _Sim:
         first = 1 if call.in_place else 0
         in_lo = self.base(np.arange(n, dtype=np.int64), first) + shift
         self.init = (in_lo[ins > 0], (in_lo + ins)[ins > 0], np.flatnonzero(ins > 0))
-        memory.require(memory.task("simulating", call), _BYTES_PER_POST_ROW * _post_rows(call))
+        memory.require(what, memory.BYTES_PER_POST_ROW * memory.post_rows(call))
         rank, off, cnt, sid, shift, exp = post_arrays(call, self.keys, self.use_mask)
         self.post = (rank, self.base(rank, 1) + off, cnt, sid, shift, exp)
         bids = np.arange(3 * n, dtype=np.int64)
@@ -155,12 +149,11 @@ class _Sim:
         regions = self.checks.regions()
         extra = np.concatenate([starts, starts + self.sizes[bids % 3], self.init[0], self.init[1],
                                 self.post[1], self.post[1] + self.post[2]])
-        what = memory.task("simulating", call)
         held = memory.resident()
-        memory.require(what, _CUT_BYTES_PER_END * (2 * int(regions[2].sum()) + len(extra)))
+        memory.require(what, memory.CUT_BYTES_PER_END * (2 * int(regions[2].sum()) + len(extra)))
         keys = cut_keys(*regions, extra)
         del regions, extra
-        memory.require(what, held - memory.resident() + (_RUN_BYTES_PER_ATOM + 8 * self.use_mask) * len(keys))
+        memory.require(what, held - memory.resident() + (memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask) * len(keys))
         self.g = g = Grid(keys, self.use_mask)
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
         r = self.init[2][who]
@@ -381,13 +374,6 @@ class _Sim:
         if self.use_mask is False and key_ok is False:
             who += " (not the right ranks)"
         return f"{who} of input index +{shift}" if shift >= 0 else f"{who} of input index {shift}"
-
-
-def _post_rows(call: Call) -> int:
-    """About the rows of ``call``'s postcondition (:func:`post_arrays`): the root's, and another rank's for
-    every other rank."""
-    other = (call.root + 1) % call.nranks
-    return len(call.spec.post(call, call.root)) + (call.nranks - 1) * len(call.spec.post(call, other))
 
 
 def _ranks(mask: int) -> str:
