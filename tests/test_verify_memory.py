@@ -2,6 +2,7 @@
 
 import importlib.util
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -46,19 +47,27 @@ def test_building_the_plans_stops_early_when_they_would_not_fit(monkeypatch):
     monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")
     r = verify("AllReduce", "1x1x16", algo="Ring", count=8)
     assert r.status == "failed"
-    assert r.error.startswith("building the plans of allreduce over 16 ranks (count 8) (plans of 8 ranks hold ")
+    assert r.error.startswith("building and simulating allreduce over 16 ranks (count 8) (the plans of 8 ranks hold ")
 
 
 def test_the_build_projection(monkeypatch):
     # 1 GiB after 1024 ranks, 2 GiB after 2048: 1 MiB a rank, 126 GiB for the 129 024 ranks left
-    held = iter([1 * _GIB, 2 * _GIB, 2 * _GIB])
+    held = iter([1 * _GIB, 2 * _GIB])
     monkeypatch.setattr(memory, "resident", lambda: next(held))
-    monkeypatch.setattr(memory, "budget", lambda: (21 * _GIB, "available"))
-    guard = memory.BuildGuard("building the plans of allreduce over 131072 ranks", 131072)
+    monkeypatch.setattr(memory, "budget", lambda: (130 * _GIB, "available"))
+    empty = SimpleNamespace(steps=())
+    guard = memory.BuildGuard("building and simulating allreduce over 131072 ranks", 131072)
+    for ranks in range(1, 2049):
+        guard.built(ranks, empty)            # one look at 1024 (no rate yet), 128 GiB at 2048: fits in 130
+    # with 16 actions a rank, the simulator's rows would take 131072 x 16 x BYTES_PER_ACTION (640 MiB) more
+    acts = SimpleNamespace(steps=[SimpleNamespace(transfers=(None,) * 12, local=(None,) * 4)])
+    guard = memory.BuildGuard("building and simulating allreduce over 131072 ranks", 131072)
+    held = iter([1 * _GIB, 2 * _GIB])
+    monkeypatch.setattr(memory, "budget", lambda: (128.5 * _GIB, "available"))
     for ranks in range(1, 2048):
-        guard.built(ranks)                   # one look, at 1024: no rate yet
-    with pytest.raises(MemoryBudgetError, match=r"^building .* needs about 128\.0 GiB of memory, 21\.0 GiB available: "):
-        guard.built(2048)
+        guard.built(ranks, acts)
+    with pytest.raises(MemoryBudgetError, match=r"^building .* needs about 128\.6 GiB of memory, 128\.5 GiB available: "):
+        guard.built(2048, acts)
 
 
 def test_bad_budget_names_the_variable(monkeypatch):

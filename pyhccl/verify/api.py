@@ -262,12 +262,12 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
 def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
     """Build every rank's plan and simulate them."""
     plans = []
-    guard = BuildGuard(task("building the plans of", call), m.nranks)
+    guard = BuildGuard(task("building and simulating", call), m.nranks)
     with _no_cycle_collection():
         for r in range(m.nranks):
             try:
                 plans.append(build_plan(call, name, r, m))
-                guard.built(r + 1)
+                guard.built(r + 1, plans[-1])
             except NotRunnableError as e:
                 return done("not-runnable", name, str(e))
             except MemoryBudgetError as e:

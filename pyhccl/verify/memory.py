@@ -31,8 +31,8 @@ BYTES_PER_POST_ROW = 80
 #: per piece end the grid is cut at (both ends of every piece of every region, and each buffer's): the least
 #: that cutting needs (the grid has a quarter to a sixth as many atoms as piece ends, 16-24 bytes each)
 CUT_BYTES_PER_END = 6
-#: per atom of the grid, for the run, above what the process held before the cut (measured 42-63)
-RUN_BYTES_PER_ATOM = 64
+#: per atom of the grid, for the run, above what the process held before the cut (measured 42-69)
+RUN_BYTES_PER_ATOM = 72
 _FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
         "process may use (0: no check)")
 
@@ -97,8 +97,10 @@ def require(what: str, more: int) -> None:
 
 
 class BuildGuard:
-    """Watches plans being built rank by rank: every :data:`BUILD_CHECK_RANKS` ranks, the growth per rank
-    since the first look times the ranks left, plus what the process holds, against :func:`budget`."""
+    """Watches plans being built rank by rank: every :data:`BUILD_CHECK_RANKS` ranks, what the process holds,
+    plus the growth per rank since the first look times the ranks left, plus what the simulator will need to
+    flatten every rank's actions (the actions per rank so far times the ranks, :data:`BYTES_PER_ACTION` each),
+    against :func:`budget`: a call too large stops after seconds, not after minutes of building."""
 
     def __init__(self, what: str, nranks: int) -> None:
         """Raises:
@@ -106,10 +108,12 @@ class BuildGuard:
         """
         budget()
         self.what, self.n = what, nranks
+        self.actions = 0
         self.first: tuple[int, int] | None = None        # (ranks built, resident bytes) at the first look
 
-    def built(self, ranks: int) -> None:
-        """``ranks`` plans are built (call after each); may raise :class:`MemoryBudgetError`."""
+    def built(self, ranks: int, plan) -> None:
+        """``ranks`` plans are built, ``plan`` the last (call after each); may raise :class:`MemoryBudgetError`."""
+        self.actions += sum(len(s.transfers) + len(s.local) for s in plan.steps)
         if ranks % BUILD_CHECK_RANKS or ranks >= self.n:
             return
         rss = resident()
@@ -117,11 +121,12 @@ class BuildGuard:
             self.first = (ranks, rss)
             return
         per_rank = max(0, rss - self.first[1]) / (ranks - self.first[0])
+        flat = BYTES_PER_ACTION * self.actions * self.n // ranks
         b = budget()
-        need = rss + int(per_rank * (self.n - ranks))
+        need = rss + int(per_rank * (self.n - ranks)) + flat
         if b is not None and need > b[0]:
-            raise MemoryBudgetError(f"{self.what} (plans of {ranks} ranks hold {_size(rss)} so far)",
-                                    need, *b)
+            raise MemoryBudgetError(f"{self.what} (the plans of {ranks} ranks hold {_size(rss)} so far; the "
+                                    f"simulator's rows of their actions, about {_size(flat)})", need, *b)
 
 
 def _size(nbytes: int) -> str:
