@@ -20,7 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["heap"]
+__all__ = ["heap", "free_bytes"]
 
 # glibc malloc.h: mallopt parameters and their defaults
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
@@ -77,3 +77,19 @@ def heap() -> Iterator[None]:
                     libc.mallopt(_M_MMAP_MAX, _MMAP_MAX_DEFAULT)
                     libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_DEFAULT)
                     libc.malloc_trim(0)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def free_bytes() -> int:
+    """Bytes glibc's heap holds free for reuse (``mallinfo2().fordblks``: inside :func:`heap`, the freed
+    temporaries that count as resident); 0 elsewhere than glibc 2.33+."""
+    libc = _libc()
+    fn = getattr(libc, "mallinfo2", None) if libc is not None else None
+    if fn is None:
+        return 0
+    fn.restype = _Mallinfo2
+    return int(fn().fordblks)

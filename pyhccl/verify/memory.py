@@ -15,10 +15,14 @@ import os
 import resource
 from pathlib import Path
 
-from ..core import settings
+import numpy as np
 
-__all__ = ["MemoryBudgetError", "task", "post_rows", "budget", "resident", "require", "BuildGuard", "BUILD_CHECK_RANKS",
-           "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM"]
+from ..core import settings
+from .heap import free_bytes
+
+__all__ = ["MemoryBudgetError", "task", "post_rows", "budget", "resident", "require", "require_moves", "BuildGuard", "BUILD_CHECK_RANKS",
+           "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM",
+           "STEP_BYTES_PER_ATOM", "STEP_BYTES_PER_NEW_ATOM"]
 
 _GIB = 2**30
 #: Plans built between two looks at the process's memory (a look costs a few microseconds).
@@ -33,6 +37,12 @@ BYTES_PER_POST_ROW = 80
 CUT_BYTES_PER_END = 6
 #: per atom of the grid, for the run, above what the process held before the cut (measured 42-69)
 RUN_BYTES_PER_ATOM = 72
+#: per atom a step's moves touch (either side, with repeats): the temporaries of pairing and moving them
+#: (measured 30-88), and per atom the destination is cut into where its source is finer (measured 132 in all)
+STEP_BYTES_PER_ATOM = 104
+STEP_BYTES_PER_NEW_ATOM = 48
+_SAMPLE_MOVES = 4096
+_STEP_CHECK_BYTES = 1 << 28     # a step estimated below this needs no look at the budget        # a step's moves looked up in the grid, evenly spaced, to estimate its atoms
 _FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
         "process may use (0: no check)")
 
@@ -58,6 +68,25 @@ def post_rows(call) -> int:
     """About the rows of ``call``'s postcondition: the root's, and another rank's for every other rank."""
     other = (call.root + 1) % call.nranks
     return len(call.spec.post(call, call.root)) + (call.nranks - 1) * len(call.spec.post(call, other))
+
+
+def require_moves(what: str, keys: np.ndarray, a, b) -> None:
+    """:func:`require` before a step pairs the moves ``a`` -> ``b`` (:class:`~pyhccl.verify.atoms.Moves`) on the
+    grid ``keys``: the atoms they touch, from a sample of the moves (each move's pieces lie as its first one),
+    at :data:`STEP_BYTES_PER_ATOM`, and more where ``a`` is cut finer than ``b``; the heap's free bytes are
+    reused first."""
+    n = len(a.rep)
+    if not n:
+        return
+    pick = np.linspace(0, n - 1, _SAMPLE_MOVES).astype(np.int64) if n > _SAMPLE_MOVES else slice(None)
+    touched = []
+    for side in (a, b):
+        first, cnt, rep = side.key[pick], side.cnt[pick], side.rep[pick]
+        w = np.searchsorted(keys, first + cnt) - np.searchsorted(keys, first)
+        touched.append(int((np.maximum(w, 1) * rep).sum()) * n // len(rep))
+    more = STEP_BYTES_PER_ATOM * max(touched) + STEP_BYTES_PER_NEW_ATOM * max(0, touched[0] - touched[1])
+    if more > _STEP_CHECK_BYTES:
+        require(what, more - free_bytes())
 
 
 def resident() -> int:

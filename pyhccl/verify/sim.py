@@ -123,7 +123,7 @@ class _Sim:
         nout = max((call.output_count(r) for r in range(n)), default=0)
         if call.in_place:
             nout = max(nout, int((ins + shift).max(initial=0)))
-        what = memory.task("simulating", call)        # the memory guard: each large step, estimated first
+        self.what = what = memory.task("simulating", call)     # for the memory guard's checks before large steps
         rows = sum(len(s.transfers) + len(s.local) for p in plans for s in p.steps)
         memory.require(what, memory.BYTES_PER_ACTION * rows)
         self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
@@ -202,6 +202,7 @@ class _Sim:
         if not len(srows):
             return
         g = self.g
+        memory.require_moves(self.what, g.keys, a, b)
         s, d, sm, shift = g.pair(a, b)
         bad = g.card[s] == 0
         if bad.any():
@@ -236,6 +237,7 @@ class _Sim:
         if static is not None:
             return False
         g = self.g
+        memory.require_moves(self.what, g.keys, a, b)
         s, d, m, shift = g.pair(a, b)
         if (g.card[s] == 0).any():
             return False
@@ -271,6 +273,7 @@ class _Sim:
         rows, a, b, static = batch[:4]
         ops, g = self.ops, self.g
         if len(rows):
+            memory.require_moves(self.what, g.keys, a, b)
             s, d, m, shift = g.pair(a, b)
         else:
             s = d = m = np.empty(0, np.int64)
