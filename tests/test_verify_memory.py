@@ -4,12 +4,14 @@ import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 import pyhccl.verify.api as api
 import pyhccl.verify.memory as memory
 from pyhccl.plan.api import build_plan
 from pyhccl.verify import MemoryBudgetError, machine, make_call, verify
+from pyhccl.verify.atoms import Moves
 from pyhccl.verify.sim import simulate
 
 _GIB = 2**30
@@ -68,6 +70,19 @@ def test_the_build_projection(monkeypatch):
         guard.built(ranks, acts)
     with pytest.raises(MemoryBudgetError, match=r"^building .* needs about 128\.6 GiB of memory, 128\.5 GiB available: "):
         guard.built(2048, acts)
+
+
+def test_a_step_that_would_outgrow_the_budget(monkeypatch):
+    keys = np.arange(1 << 22, dtype=np.int64)           # 4 M atoms of one key each
+    one = np.ones(1, np.int64)
+    whole = Moves(np.zeros(1, np.int64), one << 22, one, 0 * one)      # one move over all of them
+    few = Moves(np.zeros(1, np.int64), one << 10, one, 0 * one)        # 1024 atoms: below the step threshold
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")
+    memory.require_moves("a step", keys, few, few)
+    with pytest.raises(MemoryBudgetError, match=r"^a step needs about \d+ MiB of memory, 1 MiB allowed by "):
+        memory.require_moves("a step", keys, whole, whole)
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "64")
+    memory.require_moves("a step", keys, whole, whole)
 
 
 def test_bad_budget_names_the_variable(monkeypatch):
