@@ -131,8 +131,8 @@ def show(label: str, target: str, r: dict) -> None:
               f"{r['build_estimate']:.0f} s (from {5 * SAMPLE_RANKS} consecutive ranks)   target {target}", flush=True)
     else:       # failed (a fault, or the memory guard's reason: what it needs, what is available), crashed, timeout
         peak = f" (peak {r['rss_gib']:.2f} GiB)" if "rss_gib" in r else ""
-        print(f"{label:<44} {r.get('algorithm') or '-':<44} {r['status']}{peak}: {r.get('error', '')}   target {target}",
-              flush=True)
+        print(f"{label:<44} {r.get('algorithm') or '-':<44} {r['status']}{peak}: {r.get('error', '')}   "
+              f"target {target}", flush=True)
 
 
 def sweep(fraction: float, seed: int, by: str = "task") -> None:

@@ -68,7 +68,7 @@ def test_the_build_projection(monkeypatch):
     monkeypatch.setattr(memory, "budget", lambda: (128.5 * _GIB, "available"))
     for ranks in range(1, 2048):
         guard.built(ranks, acts)
-    with pytest.raises(MemoryBudgetError, match=r"^building .* needs about 128\.6 GiB of memory, 128\.5 GiB available: "):
+    with pytest.raises(MemoryBudgetError, match=r"^building .* needs about 128\.6 GiB of memory, 128\.5 GiB available"):
         guard.built(2048, acts)
 
 
@@ -93,7 +93,8 @@ def test_bad_budget_names_the_variable(monkeypatch):
 
 
 def test_the_scale_benchmark_prints_the_reason(monkeypatch, capsys):
-    spec = importlib.util.spec_from_file_location("verify_scale", Path(__file__).parents[1] / "benchmarks/verify_scale.py")
+    path = Path(__file__).parents[1] / "benchmarks" / "verify_scale.py"
+    spec = importlib.util.spec_from_file_location("verify_scale", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.01")       # its child process: 10 MiB

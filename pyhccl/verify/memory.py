@@ -1,9 +1,9 @@
-"""The verifier's memory guard: a call too large to build or simulate in memory raises a clear error, not the OOM killer.
+"""The verifier's memory guard: a call too large to build or simulate raises a clear error, not the OOM killer.
 
 At a hundred thousand ranks the plans (Python objects) and the simulator's atom grid (numpy arrays)
 can outgrow the machine; Linux then kills the process with SIGKILL, and nothing says why. The
 simulator and :func:`~pyhccl.verify.verify` estimate what they will need before the large
-allocations (``bytes per atom`` and ``bytes per rank``, measured on runs at 1024-8192 ranks) and
+allocations (bytes per action, per atom, per rank, measured on runs at 1024-8192 ranks) and
 compare it with the memory the process may use: ``PYHCCL_VERIFY_MEMORY`` (GiB) when set, else on
 Linux the memory the kernel reports available plus what this process holds already, bounded by
 ``RLIMIT_AS`` and the cgroup's limit; elsewhere no check is made.
@@ -20,8 +20,8 @@ import numpy as np
 from ..core import settings
 from .heap import free_bytes
 
-__all__ = ["MemoryBudgetError", "task", "post_rows", "budget", "resident", "require", "require_moves", "BuildGuard", "BUILD_CHECK_RANKS",
-           "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM",
+__all__ = ["MemoryBudgetError", "task", "post_rows", "budget", "resident", "require", "require_moves", "BuildGuard",
+           "BUILD_CHECK_RANKS", "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM",
            "STEP_BYTES_PER_ATOM", "STEP_BYTES_PER_NEW_ATOM"]
 
 _GIB = 2**30
@@ -41,8 +41,8 @@ RUN_BYTES_PER_ATOM = 72
 #: (measured 30-88), and per atom the destination is cut into where its source is finer (measured 132 in all)
 STEP_BYTES_PER_ATOM = 104
 STEP_BYTES_PER_NEW_ATOM = 48
-_SAMPLE_MOVES = 4096
-_STEP_CHECK_BYTES = 1 << 28     # a step estimated below this needs no look at the budget        # a step's moves looked up in the grid, evenly spaced, to estimate its atoms
+_SAMPLE_MOVES = 4096            # a step's moves looked up in the grid, evenly spaced, to estimate its atoms
+_STEP_CHECK_BYTES = 1 << 28     # a step estimated below this needs no look at the budget
 _FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
         "process may use (0: no check)")
 
