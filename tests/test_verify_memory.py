@@ -20,20 +20,20 @@ _GIB = 2**30
 def test_a_tiny_budget_fails_with_the_reason_and_the_fix(monkeypatch):
     monkeypatch.setattr(api, "_PASSED", {})             # not the report of an equal plan set simulated before
     monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")     # 1 MiB: less than this process holds
-    r = verify("AllGather", "1x1x64", algo="Ring", count=1000)
+    r = verify("AllGather", "1x1x384", algo="Ring", count=8)       # 294 528 actions: about 90 MiB to flatten
     assert r.status == "failed" and r.algorithm == "Ring"
     first = r.error.splitlines()[0]
-    assert first.startswith("simulating all_gather over 64 ranks (count 1000) needs about ")
+    assert first.startswith("simulating all_gather over 384 ranks (count 8) needs about ")
     assert "B allowed by PYHCCL_VERIFY_MEMORY: use a smaller count (--count) or fewer ranks" in first
     assert "Traceback" not in r.error
-    m = machine("1x1x64")
-    call = make_call("AllGather", 64, count=1000)
-    plans = [build_plan(call, "Ring", rank, m) for rank in range(64)]
+    m = machine("1x1x384")
+    call = make_call("AllGather", 384, count=8)
+    plans = [build_plan(call, "Ring", rank, m) for rank in range(384)]
     with pytest.raises(MemoryBudgetError, match="PYHCCL_VERIFY_MEMORY=<GiB>") as e:
         simulate(plans, call)
     assert isinstance(e.value, MemoryError) and e.value.need > e.value.budget
     monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0")      # 0: no check
-    assert simulate(plans, call).nranks == 64
+    assert simulate(plans, call).nranks == 384
 
 
 def test_the_guard_stays_quiet_on_ordinary_runs(monkeypatch):
@@ -98,8 +98,9 @@ def test_the_scale_benchmark_prints_the_reason(monkeypatch, capsys):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.01")       # its child process: 10 MiB
-    bench.show("AllReduce 1x1x8", "-", bench.run_case({"op": "AllReduce", "topo": "1x1x8", "count": 8}, 60))
+    bench.show("AllGather 1x1x384", "-", bench.run_case({"op": "AllGather", "topo": "1x1x384", "count": 8,
+                                                         "algo": "Ring"}, 60))
     line = capsys.readouterr().out
     assert " failed (peak " in line
-    assert "GiB): simulating allreduce over 8 ranks (count 8) needs about " in line
+    assert "GiB): simulating all_gather over 384 ranks (count 8) needs about " in line
     assert "MiB allowed by PYHCCL_VERIFY_MEMORY: use a smaller count (--count) or fewer ranks" in line

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import resource
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +42,9 @@ RUN_BYTES_PER_ATOM = 72
 #: (measured 30-88), and per atom the destination is cut into where its source is finer (measured 132 in all)
 STEP_BYTES_PER_ATOM = 104
 STEP_BYTES_PER_NEW_ATOM = 48
-_SAMPLE_MOVES = 4096            # a step's moves looked up in the grid, evenly spaced, to estimate its atoms
+_SAMPLE_MOVES = 1024            # a step's moves looked up in the grid, evenly spaced, to estimate its atoms
 _STEP_CHECK_BYTES = 1 << 28     # a step estimated below this needs no look at the budget
+_MIN_CHECK_BYTES = 1 << 26      # nor any other estimate below this
 _FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
         "process may use (0: no check)")
 
@@ -76,8 +78,8 @@ def require_moves(what: str, keys: np.ndarray, a, b) -> None:
     at :data:`STEP_BYTES_PER_ATOM`, and more where ``a`` is cut finer than ``b``; the heap's free bytes are
     reused first."""
     n = len(a.rep)
-    if not n:
-        return
+    if not n or STEP_BYTES_PER_ATOM * len(keys) * max(int(a.rep.sum()), int(b.rep.sum())) <= _STEP_CHECK_BYTES:
+        return                          # a piece touches at most every atom: too few to matter
     pick = np.linspace(0, n - 1, _SAMPLE_MOVES).astype(np.int64) if n > _SAMPLE_MOVES else slice(None)
     touched = []
     for side in (a, b):
@@ -104,9 +106,10 @@ def budget() -> tuple[int, str] | None:
     if gib is not None:
         return (int(gib * _GIB), "allowed by PYHCCL_VERIFY_MEMORY") if gib > 0 else None
     try:
-        info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
-        avail = int(info["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
+        text = Path("/proc/meminfo").read_text()
+        at = text.index("MemAvailable:") + len("MemAvailable:")
+        avail = int(text[at:text.index("\n", at)].split()[0]) * 1024
+    except (OSError, ValueError):
         return None                     # not Linux: no check
     rss = resident()
     bounds = [avail + rss]
@@ -118,7 +121,10 @@ def budget() -> tuple[int, str] | None:
 
 
 def require(what: str, more: int) -> None:
-    """Raise :class:`MemoryBudgetError` if this process's memory plus ``more`` bytes exceeds :func:`budget`."""
+    """Raise :class:`MemoryBudgetError` if this process's memory plus ``more`` bytes exceeds :func:`budget`
+    (``more`` under 64 MiB is not looked at: small calls pay nothing)."""
+    if more < _MIN_CHECK_BYTES:
+        return
     b = budget()
     need = resident() + more
     if b is not None and need > b[0]:
@@ -171,29 +177,43 @@ def _statm(field: int) -> int:
 
 
 def _cgroup_room() -> int:
-    """The bytes this process's memory cgroup may still take (its limit less its usage, less the page cache it
-    can drop); a large number where it has no limit or none can be read."""
+    """The bytes this process's memory cgroups may still take (a limit less the usage, less the page cache that
+    can be dropped); a large number where none has a limit."""
     room = 2**62
+    for limit, d, usage, cache in _cgroup_limits():
+        try:
+            stat = dict(x.split() for x in (d / "memory.stat").read_text().splitlines() if len(x.split()) == 2)
+            room = min(room, limit - int((d / usage).read_text()) + int(stat.get(cache, 0)))
+        except (OSError, ValueError):
+            continue
+    return room
+
+
+@lru_cache(maxsize=1)
+def _cgroup_limits() -> tuple:
+    """This process's memory cgroups that have a limit: ``(limit, folder, usage file, page cache field)``
+    (v2 and v1; a limit is set when the process starts, and read once)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
-        return room
+        return ()
+    out = []
     for line in lines:                  # v2 "0::/path"; v1 "4:memory:/path"
         if line.count(":") < 2:
             continue
         _, ctrl, rel = line.split(":", 2)
-        files = (("memory.max", "memory.current", "inactive_file") if ctrl == "" else
-                 ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
-                 if "memory" in ctrl.split(",") else None)
-        if files is None:
+        if ctrl == "":
+            d = Path("/sys/fs/cgroup", rel.strip().lstrip("/"))
+            files = ("memory.max", "memory.current", "inactive_file")
+        elif "memory" in ctrl.split(","):
+            d = Path("/sys/fs/cgroup/memory", rel.strip().lstrip("/"))
+            files = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
+        else:
             continue
-        d = Path("/sys/fs/cgroup", "" if ctrl == "" else "memory", rel.strip().lstrip("/"))
         try:
             limit = (d / files[0]).read_text().strip()
-            if limit == "max" or int(limit) >= 2**60:
-                continue
-            stat = dict(x.split() for x in (d / "memory.stat").read_text().splitlines() if len(x.split()) == 2)
-            room = min(room, int(limit) - int((d / files[1]).read_text()) + int(stat.get(files[2], 0)))
-        except (OSError, ValueError):
+        except OSError:
             continue
-    return room
+        if limit.isdigit() and int(limit) < 2**60:
+            out.append((int(limit), d, files[1], files[2]))
+    return tuple(out)
