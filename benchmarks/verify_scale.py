@@ -22,8 +22,10 @@ Each call runs in its own process (wall and CPU seconds, split into building the
 simulating them, and the process's peak resident memory). A call whose plans would take more
 than ``--timeout`` seconds to build (estimated from a run of consecutive ranks, built in order as
 verify builds them, so that they share work as they do there) is not run: the estimate is
-printed instead, as what bounds it. Timings on a shared machine are noisy: CPU seconds are
-printed next to wall seconds.
+printed instead, as what bounds it. A call the verifier's memory guard stops (``pyhccl/verify/memory.py``)
+prints ``failed`` with its peak memory and the guard's reason (what it would need, what is available); a
+process killed outright (the OOM killer's SIGKILL) prints ``crashed``. Timings on a shared machine are
+noisy: CPU seconds are printed next to wall seconds.
 """
 
 from __future__ import annotations
