@@ -184,12 +184,22 @@ class Checks:
         return s.take(rows, self.sim.base(owner, s.buf[rows]))
 
     def regions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts)."""
-        cols = []
+        """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts).
+
+        A move from several pieces into one contiguous region adds that region cut as the source's
+        pieces end, so that :meth:`~pyhccl.verify.atoms.Grid.pair` need not cut the grid (a copy of
+        it) while running."""
+        ops, cols = self.ops, []
         for i in (0, 1):
             rows = np.flatnonzero(self.inside[i])
-            m = self.moves(rows, i, self.ops.rank[rows])
+            m = self.moves(rows, i, ops.rank[rows])
             cols.append((m.key, m.cnt, m.rep, m.stride))
+        moving = self.lrows[~self.lstatic]
+        for a, b in ((self.sends, self.recvs), (moving, moving)):
+            gather = (ops.src.rep[a] > 1) & (ops.dst.rep[b] == 1)
+            a, b = a[gather], b[gather]
+            m = self.moves(b, 1, ops.rank[b])
+            cols.append((m.key, ops.src.cnt[a], ops.src.rep[a], ops.src.cnt[a]))
         return tuple(np.concatenate(c) for c in zip(*cols))
 
     def before_transfers(self, t: int) -> None:
