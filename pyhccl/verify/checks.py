@@ -18,6 +18,7 @@ from .atoms import BUF_NAMES, COPY, RECV, REDUCE, SEND, Moves, PlanArrays
 __all__ = ["Checks", "region_text"]
 
 _BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
+_KEY_LIMIT = 2**62
 
 
 def region_text(buf: int, off: int, cnt: int, rep: int, stride: int) -> str:
@@ -130,12 +131,13 @@ class Checks:
         sel = np.concatenate(keep)
         lo, hi = np.concatenate(los)[sel], np.concatenate(his)[sel]
         is_dst, p, g = np.concatenate(dsts)[sel], np.tile(pos, 2)[sel], np.tile(gid, 2)[sel]
-        coords = np.unique(np.concatenate([lo, hi]))
-        span = len(coords) + 1
-        if ngroups * span >= 2**62:                 # too many to key: no lead (locals by index)
-            return pos, np.minimum(lead, 1)
-        start = g * span + np.searchsorted(coords, lo)
-        end = g * span + np.searchsorted(coords, hi)
+        # keyed by group, then by key within the rank (a rank's keys span sim.span)
+        within = g * sim.span - sim.base(np.tile(rk, 2)[sel], 0)
+        if ngroups * sim.span >= _KEY_LIMIT:        # too many to key: by the hulls' ranks among the ends
+            coords = np.unique(np.concatenate([lo, hi]))
+            within = g * (len(coords) + 1)
+            lo, hi = np.searchsorted(coords, lo), np.searchsorted(coords, hi)
+        start, end = within + lo, within + hi
         order = np.argsort(start, kind="stable")
         start, end, is_dst, p, g = start[order], end[order], is_dst[order], p[order], g[order]
         at = np.arange(len(start))
