@@ -232,23 +232,31 @@ class _Sim:
         origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
         if (g.card[dd] == 0).any() or (g.origin[dd] != origin[red]).any():
             return False
-        u, inv = np.unique(dd, return_inverse=True)
-        card = g.card[u].copy()
-        np.add.at(card, inv, g.card[sr])
+        if len(dd) < 2 or (dd[1:] > dd[:-1]).all():          # each destination atom once
+            u, inv = dd, None
+        else:
+            u, inv = np.unique(dd, return_inverse=True)
+
+        def acc(at_u, v, op=np.add):
+            """The destinations' values ``at_u`` with the sources' ``v`` folded in (by ``op``)."""
+            if inv is None:
+                return op(at_u, v)
+            op.at(at_u, inv, v)
+            return at_u
+
+        card = acc(g.card[u], g.card[sr])
         if (card > self.n).any():
             return False
         if self.use_mask:
-            mask = g.mask[u].copy()
-            np.bitwise_or.at(mask, inv, g.mask[sr])
-            bits = np.bitwise_count(g.mask[u].view(np.uint64)).astype(np.int64)
-            np.add.at(bits, inv, np.bitwise_count(g.mask[sr].view(np.uint64)))
+            mask = acc(g.mask[u], g.mask[sr], np.bitwise_or)
+            bits = acc(np.bitwise_count(g.mask[u].view(np.uint64)).astype(np.int64),
+                       np.bitwise_count(g.mask[sr].view(np.uint64)))
             if (np.bitwise_count(mask.view(np.uint64)) != bits).any():
                 return False
         for f in g.values():
             f[d[~red]] = f[s[~red]]
         g.origin[d[~red]] = origin[~red]
-        key = g.key[u].copy()
-        np.add.at(key, inv, g.key[sr])
+        key = acc(g.key[u], g.key[sr])
         g.card[u], g.key[u] = card, key
         if self.use_mask:
             g.mask[u] = mask
