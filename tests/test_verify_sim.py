@@ -128,3 +128,17 @@ def test_large_rank_count_is_region_based():
     n, c = 1024, 10**10
     rep = simulate([build_plan(Call("allreduce", n, c), "NHR", r) for r in range(n)], AR, c)
     assert rep.rounds == 20 and rep.atoms <= 3 * n * n      # per rank: one atom per slice and buffer
+
+
+def test_an_output_atom_right_up_to_the_next_block_is_wrong_there():
+    # AlltoAll of 1 element per block on 2 ranks: rank 0 copies its whole input to its output, so its
+    # block 1 holds its own input[1], not rank 1's input[0]; one atom covers both blocks (nothing cuts
+    # rank 0's input or output at 1)
+    call = Call("alltoall", 2, 1)
+    inp, out = (lambda o, c=1: Region(Buf.INPUT, o, c)), (lambda o, c=1: Region(Buf.OUTPUT, o, c))
+    scr = lambda o, c=1: Region(Buf.SCRATCH, o, c)                    # noqa: E731
+    plans = [Plan(0, (Step((send(1, inp(0, 2)),), (copy(out(0, 2), inp(0, 2)),)),)),
+             Plan(1, (Step((recv(0, scr(0, 2)),), (copy(out(0), scr(1)), copy(out(1), inp(1)))),))]
+    with pytest.raises(SimulationError, match=r"1 output ranges wrong; first: rank 0 out\[1:2\]: expected ranks "
+                                              r"\{1\} of input index -1, got ranks \{0\} of input index \+0"):
+        simulate(plans, call)

@@ -67,7 +67,14 @@ def mesh_chunk(n):
     return call, [build_plan(call, "MeshChunk", r) for r in range(n)]
 
 
-def test_disjoint_locals_of_a_step_run_as_one_batch():
+@pytest.fixture(params=["keys", "ranks of the ends"])
+def keyed(request, monkeypatch):
+    """Both ways the lead is found: hulls keyed by (rank's step, key), or by their ranks among the ends."""
+    if request.param != "keys":
+        monkeypatch.setattr("pyhccl.verify.checks._KEY_LIMIT", 0)
+
+
+def test_disjoint_locals_of_a_step_run_as_one_batch(keyed):
     call, plans = mesh_chunk(5)
     # steps 1-4: every rank reduces the 4 chunks of its slice, each from its own scratch chunk
     assert [batches(plans, call, t) for t in range(1, 5)] == [[(5 * 4, True)]] * 4
@@ -91,7 +98,7 @@ def local_only(ops):
     return call, [Plan(r, (Step((), tuple(ops)),)) for r in range(2)]
 
 
-def test_locals_that_touch_disjoint_data_merge():
+def test_locals_that_touch_disjoint_data_merge(keyed):
     call, plans = local_only([copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 4), R(Buf.INPUT, 0)),
                               copy(R(Buf.OUTPUT, 0), R(Buf.INPUT, 0))])
     assert batches(plans, call, 0) == [(6, True)]
@@ -108,6 +115,6 @@ def test_locals_that_touch_disjoint_data_merge():
     [copy(R(Buf.OUTPUT, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)),
      reduce(R(Buf.OUTPUT, 0), R(Buf.SCRATCH, 0))],
 ])
-def test_locals_that_depend_on_each_other_run_in_order(ops):
+def test_locals_that_depend_on_each_other_run_in_order(ops, keyed):
     call, plans = local_only(ops)
     assert [m for _, m in batches(plans, call, 0)] == [False] * 3

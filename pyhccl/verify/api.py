@@ -290,7 +290,7 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
 #: pyhccl's template of the same name, HCCL's selection and its pick) are simulated once.
 _PASSED: dict[tuple, list[tuple[tuple, SimReport]]] = {}
 #: Actions the plan sets in :data:`_PASSED` may hold before the oldest are dropped.
-_PASSED_MAX_ACTIONS = 8_000_000
+_PASSED_MAX_ACTIONS = 48_000_000
 
 
 def _simulate_once(plans: list, call: Call) -> SimReport:

@@ -313,10 +313,23 @@ class Grid:
         An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
         an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
-        la, _, _, one_a = self.pieces(a)
-        lb, _, _, one_b = self.pieces(b)
+        la, ha, ka, one_a = self.pieces(a)
+        lb, hb, kb, one_b = self.pieces(b)
         if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom
             return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
+        if one_a:           # each source piece one atom: a destination atom reads the piece that holds it
+            ib, mb, ub = self.locate(b)
+            c = a.cnt[mb]
+            k = ub // c
+            shift = ub - k * c
+            if (shift + self.keys[ib + 1] - self.keys[ib] <= c).all():
+                return la[(np.cumsum(a.rep) - a.rep)[mb] + k], ib, mb, shift if shift.any() else None
+        elif one_b:         # each destination piece one atom: it reads one source atom, if they align
+            ia, ma, ua = self.locate(a)
+            mb = np.repeat(np.arange(len(b.rep)), b.rep)
+            if len(ia) == len(lb) and (ma == mb).all() and (ua == (np.arange(len(mb)) - (np.cumsum(b.rep) - b.rep)[mb])
+                                                             * b.cnt[mb]).all():
+                return ia, lb, mb, None
         while True:
             ia, ma, ua = self.locate(a)
             ib, mb, ub = self.locate(b)

@@ -18,6 +18,7 @@ from .atoms import BUF_NAMES, COPY, RECV, REDUCE, SEND, Moves, PlanArrays
 __all__ = ["Checks", "region_text"]
 
 _BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
+_KEY_LIMIT = 2**62
 
 
 def region_text(buf: int, off: int, cnt: int, rep: int, stride: int) -> str:
@@ -130,12 +131,13 @@ class Checks:
         sel = np.concatenate(keep)
         lo, hi = np.concatenate(los)[sel], np.concatenate(his)[sel]
         is_dst, p, g = np.concatenate(dsts)[sel], np.tile(pos, 2)[sel], np.tile(gid, 2)[sel]
-        coords = np.unique(np.concatenate([lo, hi]))
-        span = len(coords) + 1
-        if ngroups * span >= 2**62:                 # too many to key: no lead (locals by index)
-            return pos, np.minimum(lead, 1)
-        start = g * span + np.searchsorted(coords, lo)
-        end = g * span + np.searchsorted(coords, hi)
+        # keyed by group, then by key within the rank (a rank's keys span sim.span)
+        within = g * sim.span - sim.base(np.tile(rk, 2)[sel], 0)
+        if ngroups * sim.span >= _KEY_LIMIT:        # too many to key: by the hulls' ranks among the ends
+            coords = np.unique(np.concatenate([lo, hi]))
+            within = g * (len(coords) + 1)
+            lo, hi = np.searchsorted(coords, lo), np.searchsorted(coords, hi)
+        start, end = within + lo, within + hi
         order = np.argsort(start, kind="stable")
         start, end, is_dst, p, g = start[order], end[order], is_dst[order], p[order], g[order]
         at = np.arange(len(start))
@@ -184,12 +186,22 @@ class Checks:
         return s.take(rows, self.sim.base(owner, s.buf[rows]))
 
     def regions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts)."""
-        cols = []
+        """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts).
+
+        A move from several pieces into one contiguous region adds that region cut as the source's
+        pieces end, so that :meth:`~pyhccl.verify.atoms.Grid.pair` need not cut the grid (a copy of
+        it) while running."""
+        ops, cols = self.ops, []
         for i in (0, 1):
             rows = np.flatnonzero(self.inside[i])
-            m = self.moves(rows, i, self.ops.rank[rows])
+            m = self.moves(rows, i, ops.rank[rows])
             cols.append((m.key, m.cnt, m.rep, m.stride))
+        moving = self.lrows[~self.lstatic]
+        for a, b in ((self.sends, self.recvs), (moving, moving)):
+            gather = (ops.src.rep[a] > 1) & (ops.dst.rep[b] == 1)
+            a, b = a[gather], b[gather]
+            m = self.moves(b, 1, ops.rank[b])
+            cols.append((m.key, ops.src.cnt[a], ops.src.rep[a], ops.src.cnt[a]))
         return tuple(np.concatenate(c) for c in zip(*cols))
 
     def before_transfers(self, t: int) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from ..core import settings
 from .heap import free_bytes
 
-__all__ = ["MemoryBudgetError", "task", "post_rows", "budget", "resident", "require", "require_moves", "BuildGuard",
+__all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "require_moves", "BuildGuard",
            "BUILD_CHECK_RANKS", "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM",
            "STEP_BYTES_PER_ATOM", "STEP_BYTES_PER_NEW_ATOM"]
 
@@ -31,8 +31,9 @@ BUILD_CHECK_RANKS = 1024
 # What the simulator (pyhccl.verify.sim) needs, in bytes, measured at 1024-8192 ranks (docs/verify.md#memory):
 #: per action of the plans, flattened into rows (measured 254-312)
 BYTES_PER_ACTION = 320
-#: per row (contribution) of the postcondition, with its keys among the grid's cuts (measured 74)
-BYTES_PER_POST_ROW = 80
+#: per row of the postcondition (pyhccl.verify.post.post_rows; a row per contribution, through Python lists,
+#: where no formula applies: measured 128-142)
+BYTES_PER_POST_ROW = 160
 #: per piece end the grid is cut at (both ends of every piece of every region, and each buffer's): the least
 #: that cutting needs (the grid has a quarter to a sixth as many atoms as piece ends, 16-24 bytes each)
 CUT_BYTES_PER_END = 6
@@ -64,12 +65,6 @@ class MemoryBudgetError(MemoryError):
 def task(verb: str, call) -> str:
     """``"simulating allreduce over 8192 ranks (count 1000)"``: what needs the memory, for the error."""
     return f"{verb} {call.op} over {call.nranks} ranks" + (f" (count {call.count})" if call.count else "")
-
-
-def post_rows(call) -> int:
-    """About the rows of ``call``'s postcondition: the root's, and another rank's for every other rank."""
-    other = (call.root + 1) % call.nranks
-    return len(call.spec.post(call, call.root)) + (call.nranks - 1) * len(call.spec.post(call, other))
 
 
 def require_moves(what: str, keys: np.ndarray, a, b) -> None:

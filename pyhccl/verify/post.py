@@ -4,7 +4,9 @@ At 8192 ranks an AllGather's postcondition is 67 million contributions and an Al
 8192 sets of every rank: asking ``post`` rank by rank costs more than simulating. The ops
 whose postcondition is a formula in the rank get it here as numpy arithmetic (the same
 formulas as ``pyhccl.core.call.OPS``, which ``tests/test_verify_post.py`` compares rank by
-rank); the others (the V ops, BatchSendRecv) ask ``post`` per rank.
+rank), as one row per rank of ``rep`` contributions in a row (an AllGather's n blocks: row
+``i`` of them holds set ``sid + i * sid_step`` at shift ``shift + i * shift_step``); the
+others (the V ops, BatchSendRecv) ask ``post`` per rank, one row per contribution.
 
 Sets of contributing ranks are numbered: 0 is every rank, ``1 + j`` is rank ``j`` alone,
 later numbers any other set met.
@@ -12,18 +14,45 @@ later numbers any other set met.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.call import Call
 
-__all__ = ["post_arrays"]
+__all__ = ["Post", "post_arrays", "post_rows"]
 
 _I = np.int64
 
 
-def post_arrays(call: Call, keys: np.ndarray, use_mask: bool, *, generic: bool = False) -> tuple:
-    """``(rank, offset, count, set, shift, expect)``: one row per contribution, in (rank, offset) order;
-    ``expect[set]`` is the set's (number of ranks, wrapping sum of ``keys``, bit mask or 0).
+@dataclass(frozen=True)
+class Post:
+    """The postcondition as rows, in (rank, offset) order: row ``j`` is ``rep[j]`` contributions of
+    ``cnt[j]`` elements one after the other from ``off[j]`` of ``rank[j]``'s output, the ``i``-th
+    holding set ``sid[j] + i * sid_step[j]`` of input index (output index + ``shift[j] + i *
+    shift_step[j]``); ``expect[set]`` is the set's (number of ranks, wrapping sum of the keys, bit
+    mask or 0)."""
+
+    rank: np.ndarray
+    off: np.ndarray
+    cnt: np.ndarray
+    rep: np.ndarray
+    sid: np.ndarray
+    sid_step: np.ndarray
+    shift: np.ndarray
+    shift_step: np.ndarray
+    expect: np.ndarray
+
+    def expand(self) -> tuple[np.ndarray, ...]:
+        """One row per contribution: ``(rank, offset, count, set, shift)``."""
+        j = np.repeat(np.arange(len(self.rep)), self.rep)
+        i = np.arange(len(j)) - (np.cumsum(self.rep) - self.rep)[j]
+        return (self.rank[j], self.off[j] + i * self.cnt[j], self.cnt[j], self.sid[j] + i * self.sid_step[j],
+                self.shift[j] + i * self.shift_step[j])
+
+
+def post_arrays(call: Call, keys: np.ndarray, use_mask: bool, *, generic: bool = False) -> Post:
+    """``call``'s postcondition (:class:`Post`), the sets keyed by ``keys``.
 
     ``generic``: ask ``call.spec.post`` per rank even where a formula exists (the tests' reference).
     """
@@ -50,14 +79,26 @@ def post_arrays(call: Call, keys: np.ndarray, use_mask: bool, *, generic: bool =
                 cnt.append(c.count)
                 sid.append(i)
                 shift.append(c.shift)
-        rows = tuple(np.array(x, dtype=_I) for x in (rank, off, cnt, sid, shift))
+        rank, off, cnt, sid, shift = (np.array(x, dtype=_I) for x in (rank, off, cnt, sid, shift))
+        one, zero = np.ones(len(rank), _I), np.zeros(len(rank), _I)
+        rows = (rank, off, cnt, one, sid, zero, shift, zero)
     j = np.arange(n, dtype=_I)
     ones = np.ones(n, _I)
     mask = np.left_shift(ones, j) if use_mask else np.zeros(n, _I)
     every = (n, int(keys.sum()), _mask(range(n)) if use_mask else 0)
     expect = np.concatenate([np.array([every], dtype=_I), np.stack([ones, keys.astype(_I), mask], axis=1),
                              np.array(extra, dtype=_I).reshape(len(extra), 3)])
-    return (*rows, expect)
+    return Post(*rows, expect)
+
+
+def post_rows(call: Call) -> int:
+    """About the rows :func:`post_arrays` makes for ``call`` (for the memory guard): one a rank where a formula
+    applies, else one a contribution (the root's, and another rank's for every other rank)."""
+    rows = _formula(call)
+    if rows is not None:
+        return len(rows[0])
+    other = (call.root + 1) % call.nranks
+    return len(call.spec.post(call, call.root)) + (call.nranks - 1) * len(call.spec.post(call, other))
 
 
 def _mask(ranks) -> int:
@@ -66,41 +107,40 @@ def _mask(ranks) -> int:
     return m - (1 << 64) if m >> 63 else m
 
 
+_BY_COUNT = {"allreduce", "broadcast", "barrier", "reduce_scatter", "reduce", "scatter", "all_gather", "gather",
+             "alltoall"}
+
+
 def _formula(c: Call) -> tuple | None:
-    """The rows of ``c``'s postcondition where ``OPS[c.op].post`` is a formula; None for the others."""
+    """The rows of ``c``'s postcondition (:class:`Post`'s fields but ``expect``) where ``OPS[c.op].post`` is a
+    formula; None for the others."""
     n, k, op = c.nranks, c.count, c.op
     r = np.arange(n, dtype=_I)
-    zero = np.zeros(n, _I)
+    zero, one = np.zeros(n, _I), np.ones(n, _I)
+    if op == "barrier":
+        k = 1
+    if k <= 0 and op in _BY_COUNT:
+        return _empty()
     if op in ("allreduce", "broadcast", "barrier", "reduce_scatter"):
-        if op == "barrier":
-            k = 1
-        if k <= 0:
-            return _empty()
         sid = zero + (1 + c.root if op == "broadcast" else 0)
-        return r, zero, zero + k, sid, r * k if op == "reduce_scatter" else zero
+        return r, zero, zero + k, one, sid, zero, r * k if op == "reduce_scatter" else zero, zero
     if op == "reduce":
-        if k <= 0:
-            return _empty()
-        one = np.array([c.root], dtype=_I)
-        return one, one * 0, one * 0 + k, one * 0, one * 0
+        z = zero[:1]
+        return z + c.root, z, z + k, z + 1, z, z, z, z
     if op == "scatter":
-        if k <= 0:
-            return _empty()
-        return r, zero, zero + k, zero + 1 + c.root, r * k
+        return r, zero, zero + k, one, zero + 1 + c.root, zero, r * k, zero
     if op == "reduce_scatter_v":
         cnt, displs = np.array(c.counts, dtype=_I), np.array(c.displs, dtype=_I)
         keep = cnt > 0
-        return r[keep], zero[keep], cnt[keep], zero[keep], displs[keep]
+        return r[keep], zero[keep], cnt[keep], one[keep], zero[keep], zero[keep], displs[keep], zero[keep]
     if op in ("all_gather", "gather", "alltoall"):
-        if k <= 0:
-            return _empty()
         who = np.array([c.root], dtype=_I) if op == "gather" else r
-        rank, src = np.repeat(who, n), np.tile(r, len(who))
-        shift = (rank - src) * k if op == "alltoall" else -src * k
-        return rank, src * k, np.full(len(rank), k, _I), 1 + src, shift
+        z = np.zeros(len(who), _I)
+        # block j of rank r: rank j's input (AllGather, Gather), or its block r (AlltoAll: shift (r - j) k)
+        return who, z, z + k, z + n, z + 1, z + 1, who * k if op == "alltoall" else z, z - k
     return None
 
 
 def _empty() -> tuple:
     e = np.zeros(0, _I)
-    return e, e, e, e, e
+    return (e,) * 8

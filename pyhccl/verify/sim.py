@@ -29,10 +29,10 @@ from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
 from .atoms import REDUCE, Grid, PlanArrays, cut_keys, rank_keys, ranges
-from .checks import Checks
 from . import memory
+from .checks import Checks
 from .heap import heap
-from .post import post_arrays
+from .post import post_arrays, post_rows
 
 __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 
@@ -124,8 +124,8 @@ class _Sim:
         if call.in_place:
             nout = max(nout, int((ins + shift).max(initial=0)))
         self.what = what = memory.task("simulating", call)     # for the memory guard's checks before large steps
-        rows = sum(len(s.transfers) + len(s.local) for p in plans for s in p.steps)
-        memory.require(what, memory.BYTES_PER_ACTION * rows)
+        memory.require(what, memory.BYTES_PER_ACTION * sum(len(s.transfers) + len(s.local) for p in plans
+                                                           for s in p.steps))
         self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
         nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
@@ -141,14 +141,14 @@ class _Sim:
         first = 1 if call.in_place else 0
         in_lo = self.base(np.arange(n, dtype=np.int64), first) + shift
         self.init = (in_lo[ins > 0], (in_lo + ins)[ins > 0], np.flatnonzero(ins > 0))
-        memory.require(what, memory.BYTES_PER_POST_ROW * memory.post_rows(call))
-        rank, off, cnt, sid, shift, exp = post_arrays(call, self.keys, self.use_mask)
-        self.post = (rank, self.base(rank, 1) + off, cnt, sid, shift, exp)
+        memory.require(what, memory.BYTES_PER_POST_ROW * post_rows(call))
+        self.post = post = post_arrays(call, self.keys, self.use_mask)
+        self.post_lo = self.base(post.rank, 1) + post.off         # first key of each postcondition row
         bids = np.arange(3 * n, dtype=np.int64)
         starts = self.base(bids // 3, bids % 3)
         regions = self.checks.regions()
         extra = np.concatenate([starts, starts + self.sizes[bids % 3], self.init[0], self.init[1],
-                                self.post[1], self.post[1] + self.post[2]])
+                                self.post_lo, self.post_lo + post.cnt * post.rep])
         held = memory.resident()
         memory.require(what, memory.CUT_BYTES_PER_END * (2 * int(regions[2].sum()) + len(extra)))
         keys = cut_keys(*regions, extra)
@@ -246,23 +246,31 @@ class _Sim:
         origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
         if (g.card[dd] == 0).any() or (g.origin[dd] != origin[red]).any():
             return False
-        u, inv = np.unique(dd, return_inverse=True)
-        card = g.card[u].copy()
-        np.add.at(card, inv, g.card[sr])
+        if len(dd) < 2 or (dd[1:] > dd[:-1]).all():          # each destination atom once
+            u, inv = dd, None
+        else:
+            u, inv = np.unique(dd, return_inverse=True)
+
+        def acc(at_u, v, op=np.add):
+            """The destinations' values ``at_u`` with the sources' ``v`` folded in (by ``op``)."""
+            if inv is None:
+                return op(at_u, v)
+            op.at(at_u, inv, v)
+            return at_u
+
+        card = acc(g.card[u], g.card[sr])
         if (card > self.n).any():
             return False
         if self.use_mask:
-            mask = g.mask[u].copy()
-            np.bitwise_or.at(mask, inv, g.mask[sr])
-            bits = np.bitwise_count(g.mask[u].view(np.uint64)).astype(np.int64)
-            np.add.at(bits, inv, np.bitwise_count(g.mask[sr].view(np.uint64)))
+            mask = acc(g.mask[u], g.mask[sr], np.bitwise_or)
+            bits = acc(np.bitwise_count(g.mask[u].view(np.uint64)).astype(np.int64),
+                       np.bitwise_count(g.mask[sr].view(np.uint64)))
             if (np.bitwise_count(mask.view(np.uint64)) != bits).any():
                 return False
         for f in g.values():
             f[d[~red]] = f[s[~red]]
         g.origin[d[~red]] = origin[~red]
-        key = g.key[u].copy()
-        np.add.at(key, inv, g.key[sr])
+        key = acc(g.key[u], g.key[sr])
         g.card[u], g.key[u] = card, key
         if self.use_mask:
             g.mask[u] = mask
@@ -314,26 +322,26 @@ class _Sim:
 
     # -- the postcondition ----------------------------------------------------------------
     def check_post(self) -> None:
-        g, v = self.g.keys, self.g
-        rank, shift, exp = self.post[0], self.post[4], self.post[5]
+        g, v, post = self.g.keys, self.g, self.post
         bad: list[Mismatch] = []
-        per: dict[int, int] = {}
+        per: dict[tuple[int, int], int] = {}
         stop_rank = None
-        for idx, c, base, e in self.wrong_atoms():
-            for j in range(len(idx)):
-                ci, a = int(c[j]), int(idx[j])
-                r = int(rank[ci])
+        for idx, c, i, lo in self.wrong_atoms():
+            for a, ci, ii, start in zip(idx.tolist(), c.tolist(), i.tolist(), lo.tolist()):
+                r = int(post.rank[ci])
                 if stop_rank is not None and r != stop_rank:
                     break
-                if per.get(ci, 0) >= 8:
+                if per.get((ci, ii), 0) >= 8:
                     continue
-                per[ci] = per.get(ci, 0) + 1
-                card, key, mask = (int(x) for x in exp[e[j]])
-                start = int(g[a] - base[j])
+                per[ci, ii] = per.get((ci, ii), 0) + 1
+                card, key, mask = (int(x) for x in post.expect[post.sid[ci] + ii * post.sid_step[ci]])
+                base = int(self.base(r, 1))
+                end = min(int(g[a + 1]), int(self.post_lo[ci] + (ii + 1) * post.cnt[ci])) - base
                 got = self.describe(int(v.card[a]), int(v.mask[a]) if self.use_mask else 0,
-                                    int(v.origin[a]) - start, key_ok=bool(v.key[a] == key))
-                bad.append(Mismatch(r, "out", start, int(g[a + 1] - base[j]), self.describe(card, mask, int(shift[ci])),
-                                    got, int(v.writer[a])))
+                                    int(v.origin[a]) - int(g[a] - base), key_ok=bool(v.key[a] == key))
+                shift = int(post.shift[ci] + ii * post.shift_step[ci])
+                bad.append(Mismatch(r, "out", start - base, end, self.describe(card, mask, shift), got,
+                                    int(v.writer[a])))
                 if len(bad) >= 32:
                     stop_rank = r
             else:
@@ -350,25 +358,33 @@ class _Sim:
 
     def wrong_atoms(self):
         """The output atoms that do not hold what the postcondition demands, in (rank, offset) order, a batch
-        of contributions (about ``_POST_BATCH`` atoms) at a time: ``(atom, contribution, its buffer's first key,
-        its expected set)``."""
-        rank, lo, cnt, sid, shift, exp = self.post
-        g, v = self.g.keys, self.g
-        first, past = np.searchsorted(g, lo), np.searchsorted(g, lo + cnt)
+        of rows (about ``_POST_BATCH`` atoms) at a time: ``(atom, row, its contribution in the row, the key
+        the atom's check starts at)``. An atom that runs over the end of its contribution is wrong: the
+        next contribution in a row is another set."""
+        post, g, v = self.post, self.g.keys, self.g
+        lo = self.post_lo
+        first, past = np.searchsorted(g, lo), np.searchsorted(g, lo + post.cnt * post.rep)
         atoms = np.cumsum(past - first)
         cuts = np.unique(np.searchsorted(atoms, np.arange(0, int(atoms[-1]) if len(atoms) else 0, _POST_BATCH),
                                          side="right"))
         for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(lo)].tolist()):
             idx, c = ranges(first[a:b], past[a:b])
             c += a
-            base = self.base(rank[c], 1)
-            e = sid[c]
-            ok = (v.card[idx] == exp[e, 0]) & (v.key[idx] == exp[e, 1]) & (v.origin[idx] == g[idx] - base + shift[c])
+            u = g[idx] - lo[c]                     # the atom's offset in its row
+            cnt = post.cnt[c]
+            i = u // cnt
+            e = post.sid[c] + i * post.sid_step[c]
+            out = u + post.off[c]                  # its output index
+            ok = ((v.card[idx] == post.expect[e, 0]) & (v.key[idx] == post.expect[e, 1])
+                  & (v.origin[idx] == out + post.shift[c] + i * post.shift_step[c]))
             if self.use_mask:
-                ok &= v.mask[idx] == exp[e, 2]
-            wrong = np.flatnonzero(~ok)
+                ok &= v.mask[idx] == post.expect[e, 2]
+            over = ok & (g[idx + 1] - lo[c] > (i + 1) * cnt)      # right up to the next contribution: wrong there
+            wrong = np.flatnonzero(~ok | over)
             if len(wrong):
-                yield idx[wrong], c[wrong], base[wrong], e[wrong]
+                i = i[wrong] + over[wrong]
+                c = c[wrong]
+                yield idx[wrong], c, i, np.maximum(g[idx[wrong]], lo[c] + i * post.cnt[c])
 
     def describe(self, card: int, mask: int, shift: int, key_ok: bool | None = None) -> str:
         if card == 0:

@@ -180,6 +180,13 @@ def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list) -> list[Step]
     """
     steps = []
     k = n - 1
+    if all(b is not None for b in red) and all(a is not None for t in tx for a in t):     # no empty chunk
+        local = tuple(red)
+        for s in range(k):
+            ms = [s + q + 1 + (s + q + 1 >= n) for q in range(k)]
+            xfer = [a for q, m in enumerate(ms) for a in (tx[(pos - m) % n][q], rx[(pos + m) % n][q])]
+            steps.append(Step(tuple(xfer), local))
+        return steps
     for s in range(k):
         xfer, local = [], []
         for q in range(k):
