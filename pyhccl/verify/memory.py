@@ -29,8 +29,9 @@ _GIB = 2**30
 #: Plans built between two looks at the process's memory (a look costs a few microseconds).
 BUILD_CHECK_RANKS = 1024
 # What the simulator (pyhccl.verify.sim) needs, in bytes, measured at 1024-8192 ranks (docs/verify.md#memory):
-#: per action of the plans, flattened into rows (measured 254-312)
-BYTES_PER_ACTION = 320
+#: per action of the plans, flattened into rows with their checks (measured 254-312), and their regions listed
+#: for the grid's cuts (about 64 more)
+BYTES_PER_ACTION = 384
 #: per row of the postcondition (pyhccl.verify.post.post_rows; a row per contribution, through Python lists,
 #: where no formula applies: measured 128-142)
 BYTES_PER_POST_ROW = 160
