@@ -80,3 +80,19 @@ def test_a_guess_past_the_last_key_is_searched_for():
     np.testing.assert_array_equal(lo, [0, 3])
     np.testing.assert_array_equal(hi, [2, 4])
     assert not one
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_batches_cover_every_index_once_cut_only_where_allowed(seed):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 10, 200)
+    at = np.flatnonzero(np.r_[True, rng.random(199) < 0.3])
+    runs = atoms.batches(sizes, 25, at)
+    assert runs[0][0] == 0 and runs[-1][1] == len(sizes)
+    assert all(b == c for (_, b), (c, _) in zip(runs, runs[1:]))          # consecutive, no gap, no overlap
+    assert {a for a, _ in runs} <= set(at.tolist())
+    assert all(sizes[a:b].sum() <= 25 + 9 for a, b in atoms.batches(sizes, 25))     # cut anywhere: about 25 each
+    assert atoms.batches(sizes, int(sizes.sum()) + 1, at) == [(0, len(sizes))]
+    ones = rng.integers(1, 5, 20)
+    assert atoms.batches(ones, 1) == [(i, i + 1) for i in range(20)]      # a limit below every item: one each
+    assert atoms.batches(sizes[:0], 25) == []

@@ -22,7 +22,7 @@ import numpy as np
 from ..plan.ir import Buf, Kind, Plan
 
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "progressions",
-           "unique", "cut_keys", "Grid"]
+           "batches", "unique", "cut_keys", "Grid"]
 
 BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
@@ -56,6 +56,18 @@ def progressions(first: np.ndarray, step: np.ndarray, n: np.ndarray) -> np.ndarr
         out[np.cumsum(n) - n] = first - np.r_[0, (first + step * (n - 1))[:-1]]
         np.cumsum(out, out=out)
     return out
+
+
+def batches(sizes: np.ndarray, limit: int, at: np.ndarray | None = None) -> list[tuple[int, int]]:
+    """Consecutive index ranges ``[a, b)`` of ``sizes`` holding about ``limit`` in sum each (an item larger
+    than ``limit`` alone), cut only before the indices ``at`` (sorted; default: any)."""
+    if not len(sizes):
+        return []
+    start = np.cumsum(sizes) - sizes
+    at = np.arange(len(sizes)) if at is None else at
+    cuts = np.unique(at[np.searchsorted(start[at], np.arange(0, int(start[-1] + sizes[-1]) + 1, limit),
+                                        side="right") - 1])
+    return list(zip(cuts.tolist(), np.r_[cuts[1:], len(sizes)].tolist()))
 
 
 class PlanArrays:
@@ -199,14 +211,11 @@ def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarr
         return unique(extra)
     last = key + (rep - 1) * stride + cnt
     free = np.flatnonzero(np.r_[True, np.maximum.accumulate(last)[:-1] <= key[1:]])     # no region straddles
-    first_piece = np.cumsum(rep) - rep
-    cuts = np.unique(free[np.searchsorted(first_piece[free], np.arange(0, int(rep.sum()) + 1, _CUT_CHUNK),
-                                          side="right") - 1])
-    bounds = np.r_[cuts[1:], len(key)]
+    runs = batches(rep, _CUT_CHUNK, free)
     extra = np.sort(extra, kind="stable")      # a few sorted runs (bounds, inputs, outputs): merged, not sorted anew
-    at = np.r_[0, np.searchsorted(extra, key[cuts[1:]]), len(extra)]
+    at = np.r_[0, np.searchsorted(extra, key[[a for a, _ in runs[1:]]]), len(extra)]
     out: list[np.ndarray] = []
-    for i, (a, b) in enumerate(zip(cuts.tolist(), bounds.tolist())):
+    for i, (a, b) in enumerate(runs):
         r = rep[a:b]
         total = int(r.sum())
         ends = np.empty(2 * total + at[i + 1] - at[i], np.int64)
@@ -274,11 +283,10 @@ class Grid:
         w = search(keys, side.key + side.cnt) - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
         first = np.cumsum(side.rep) - side.rep
-        total = int(side.rep.sum())
-        cuts = np.unique(np.searchsorted(first, np.arange(0, total, _PIECE_BATCH), side="right") - 1)
-        lo, hi, kb = (np.empty(total if len(cuts) > 1 else 0, np.int64) for _ in range(3))
+        runs = batches(side.rep, _PIECE_BATCH)
+        lo, hi, kb = (np.empty(int(side.rep.sum()) if len(runs) > 1 else 0, np.int64) for _ in range(3))
         one = True
-        for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(first)].tolist()):   # moves [a, b): a batch of pieces
+        for a, b in runs:                       # moves [a, b): a batch of pieces
             m, r = slice(a, b), side.rep[a:b]
             clo, chi = progressions(lo0[m], step[m], r), progressions(lo0[m] + w[m], step[m], r)
             ckb = progressions(side.key[m], side.stride[m], r)
@@ -292,7 +300,7 @@ class Grid:
                 one = one and bool((chi - clo == 1).all())
             else:
                 one = one and bool((w[m] == 1).all())
-            if len(cuts) == 1:
+            if len(runs) == 1:
                 return clo, chi, ckb, one
             p = int(first[a])
             lo[p:p + len(clo)], hi[p:p + len(clo)], kb[p:p + len(clo)] = clo, chi, ckb

@@ -28,7 +28,7 @@ import numpy as np
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
-from .atoms import REDUCE, Grid, PlanArrays, cut_keys, rank_keys, ranges
+from .atoms import REDUCE, Grid, PlanArrays, batches, cut_keys, rank_keys, ranges
 from . import memory
 from .checks import Checks
 from .heap import heap
@@ -231,8 +231,9 @@ class _Sim:
         g.writer[d] = t
 
     def local_merged(self, batch) -> bool:
-        """Run a batch where a rank reduces several sources into one destination; False (nothing written)
-        where any check could fail, for :meth:`local` to run op by op and report."""
+        """Run a batch where a rank has several rows (its leading locals that touch disjoint data, a chain of
+        reduces into one destination); False (nothing written) where any check could fail, for :meth:`local`
+        to run op by op and report."""
         rows, a, b, static = batch[:4]
         if static is not None:
             return False
@@ -267,14 +268,7 @@ class _Sim:
                        np.bitwise_count(g.mask[sr].view(np.uint64)))
             if (np.bitwise_count(mask.view(np.uint64)) != bits).any():
                 return False
-        for f in g.values():
-            f[d[~red]] = f[s[~red]]
-        g.origin[d[~red]] = origin[~red]
-        key = acc(g.key[u], g.key[sr])
-        g.card[u], g.key[u] = card, key
-        if self.use_mask:
-            g.mask[u] = mask
-        g.writer[d] = self.step
+        self.write(s, d, red, origin, u, card, acc(g.key[u], g.key[sr]), mask if self.use_mask else None)
         return True
 
     def local(self, batch) -> None:
@@ -310,14 +304,20 @@ class _Sim:
         if first is not None:
             row = rows[first]
             raise self.fail(int(ops.rank[row]), what(ops.action(row), first))
+        dd, sr = d[red], s[red]
+        self.write(s, d, red, origin, dd, g.card[dd] + g.card[sr], g.key[dd] + g.key[sr],
+                   g.mask[dd] | g.mask[sr] if self.use_mask else None)
+
+    def write(self, s, d, red, origin, u, card, key, mask) -> None:
+        """A batch's results: the copies' destination atoms ``d[~red]`` take their sources' values (``origin``:
+        what each reads), the reduced atoms ``u`` their new ``card``, ``key`` and ``mask``."""
+        g = self.g
         for f in g.values():
             f[d[~red]] = f[s[~red]]
         g.origin[d[~red]] = origin[~red]
-        dd, sr = d[red], s[red]
-        g.card[dd] += g.card[sr]
-        g.key[dd] += g.key[sr]
-        if self.use_mask:
-            g.mask[dd] |= g.mask[sr]
+        g.card[u], g.key[u] = card, key
+        if mask is not None:
+            g.mask[u] = mask
         g.writer[d] = self.step
 
     # -- the postcondition ----------------------------------------------------------------
@@ -364,10 +364,7 @@ class _Sim:
         post, g, v = self.post, self.g.keys, self.g
         lo = self.post_lo
         first, past = np.searchsorted(g, lo), np.searchsorted(g, lo + post.cnt * post.rep)
-        atoms = np.cumsum(past - first)
-        cuts = np.unique(np.searchsorted(atoms, np.arange(0, int(atoms[-1]) if len(atoms) else 0, _POST_BATCH),
-                                         side="right"))
-        for a, b in zip(cuts.tolist(), np.r_[cuts[1:], len(lo)].tolist()):
+        for a, b in batches(past - first, _POST_BATCH):
             idx, c = ranges(first[a:b], past[a:b])
             c += a
             u = g[idx] - lo[c]                     # the atom's offset in its row
