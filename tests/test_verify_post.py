@@ -25,3 +25,10 @@ def test_formulas_match_post_rank_by_rank(op, n):
                  sum(1 << x for x in c.ranks) if n <= 64 else 0)
                 for r in range(n) for c in call.spec.post(call, r)]
         assert [(int(e[0]), int(e[1]), int(e[2]) & (1 << 64) - 1) for e in fast.expect[got[3]]] == want, call
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_the_formula_ops_are_the_ones_listed(op):
+    from pyhccl.verify.post import _FORMULA, _formula
+    for call in calls(op, 5, [3]):
+        assert (_formula(call) is not None) == (op in _FORMULA), call

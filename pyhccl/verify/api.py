@@ -276,7 +276,7 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
                 return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
                                             + "".join(traceback.format_exc(limit=-4)))
     try:
-        rep = _simulate_once(plans, call)
+        rep = _simulate_once(plans, call, guard.actions)
     except (SimulationError, MemoryBudgetError) as e:
         return done("failed", name, str(e))
     except Exception as e:  # noqa: BLE001
@@ -293,10 +293,10 @@ _PASSED: dict[tuple, list[tuple[tuple, SimReport]]] = {}
 _PASSED_MAX_ACTIONS = 48_000_000
 
 
-def _simulate_once(plans: list, call: Call) -> SimReport:
-    """:func:`simulate`, or the report of an equal plan set (every rank's steps equal) that passed."""
+def _simulate_once(plans: list, call: Call, size: int) -> SimReport:
+    """:func:`simulate`, or the report of an equal plan set (every rank's steps equal, ``size`` actions in all)
+    that passed."""
     steps = tuple(p.steps for p in plans)
-    size = sum(len(s.transfers) + len(s.local) for st in steps for s in st)
     key = (call, tuple(map(len, steps)), size)
     for seen, rep in _PASSED.get(key, ()):
         if seen == steps:

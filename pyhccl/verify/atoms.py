@@ -79,7 +79,8 @@ class PlanArrays:
     place, input regions are rewritten into the output buffer at the rank's ``shift``.
     """
 
-    def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None) -> None:
+    def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
+        """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
         acts: list = []
         sizes: list[int] = []           # actions per (plan, step, transfers | locals), in plan order
         for p in plans:
@@ -87,6 +88,8 @@ class PlanArrays:
                 acts += s.transfers
                 acts += s.local
                 sizes += (len(s.transfers), len(s.local))
+        if reserve is not None:
+            reserve(len(acts))
         nsteps = [len(p.steps) for p in plans]
         sizes_a = np.array(sizes, dtype=np.int64)
         group = np.repeat(np.arange(len(sizes_a)), sizes_a)
@@ -105,15 +108,10 @@ class PlanArrays:
         at = inv.reshape(-1)[order]
         self.kind = np.array([_KIND.get(a.kind, -1) for a in distinct], dtype=np.int64)[at]
         self.peer = np.array([-1 if a.peer is None else a.peer for a in distinct], dtype=np.int64)[at]
-        self.src = _side([a.src for a in distinct], at)
-        self.dst = _side([a.dst for a in distinct], at)
+        moved = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
+        self.src = _side([a.src for a in distinct], at, moved)
+        self.dst = _side([a.dst for a in distinct], at, moved)
         self._acts, self._order = acts, order
-        if shift is not None:
-            shift = np.asarray(shift, dtype=np.int64)
-            for side in (self.src, self.dst):
-                aliased = side.buf == 0
-                side.buf[aliased] = 1
-                side.off[aliased] += shift[self.rank[aliased]]
         self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
         self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
 
@@ -122,11 +120,16 @@ class PlanArrays:
         return self._acts[self._order[row]]
 
 
-def _side(regions: list, order: np.ndarray) -> "Side":
-    """The regions (None for none) as a :class:`Side`, rows in ``order``."""
+def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":
+    """The regions (None for none) as a :class:`Side`, rows in ``order``; in place (``shift``: each row's rank's
+    input offset in the output), input regions rewritten into the output."""
     rs = [_NO_REGION if r is None else r for r in regions]
     buf = np.array([_BUF[r.buf] for r in rs], dtype=np.int64)[order]
     off = np.array([r.offset for r in rs], dtype=np.int64)[order]
+    if shift is not None:
+        aliased = buf == 0
+        buf[aliased] = 1
+        off[aliased] += shift[aliased]
     cnt = np.array([r.count for r in rs], dtype=np.int64)[order]
     rep = np.array([r.repeat for r in rs], dtype=np.int64)[order]
     stride = np.array([r.stride or 0 for r in rs], dtype=np.int64)[order]
@@ -140,10 +143,7 @@ class Side:
                  stride: np.ndarray) -> None:
         self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
         self.size = cnt * rep
-
-    @property
-    def end(self) -> np.ndarray:
-        return self.off + self.stride * (self.rep - 1) + self.cnt
+        self.end = off + stride * (rep - 1) + cnt          # one past the last element
 
     def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
         """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""

@@ -94,9 +94,8 @@ def post_arrays(call: Call, keys: np.ndarray, use_mask: bool, *, generic: bool =
 def post_rows(call: Call) -> int:
     """About the rows :func:`post_arrays` makes for ``call`` (for the memory guard): one a rank where a formula
     applies, else one a contribution (the root's, and another rank's for every other rank)."""
-    rows = _formula(call)
-    if rows is not None:
-        return len(rows[0])
+    if call.op in _FORMULA:
+        return call.nranks
     other = (call.root + 1) % call.nranks
     return len(call.spec.post(call, call.root)) + (call.nranks - 1) * len(call.spec.post(call, other))
 
@@ -109,6 +108,7 @@ def _mask(ranks) -> int:
 
 _BY_COUNT = {"allreduce", "broadcast", "barrier", "reduce_scatter", "reduce", "scatter", "all_gather", "gather",
              "alltoall"}
+_FORMULA = _BY_COUNT | {"reduce_scatter_v"}     # the ops :func:`_formula` gives rows for
 
 
 def _formula(c: Call) -> tuple | None:

@@ -124,9 +124,8 @@ class _Sim:
         if call.in_place:
             nout = max(nout, int((ins + shift).max(initial=0)))
         self.what = what = memory.task("simulating", call)     # for the memory guard's checks before large steps
-        memory.require(what, memory.BYTES_PER_ACTION * sum(len(s.transfers) + len(s.local) for p in plans
-                                                           for s in p.steps))
-        self.ops = ops = PlanArrays(plans, shift if call.in_place else None)
+        self.ops = ops = PlanArrays(plans, shift if call.in_place else None,
+                                    reserve=lambda actions: memory.require(what, memory.BYTES_PER_ACTION * actions))
         nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
         # a rank's keys: its input, output and scratch one after the other, one unused key after each

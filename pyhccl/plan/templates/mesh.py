@@ -128,8 +128,8 @@ def allreduce_mesh_chunk(group: tuple[int, ...], pos: int, data: Region, *, scra
     if n == 1 or data.count == 0:
         return []
     slices = Slices.ceil(data.offset, data.count, n)
-    tx, rx, red = _chunk_table(group, data.buf, slices, scratch, None)
-    return _chunk_rounds(n, pos, tx, rx[pos], red[pos]) + all_gather_mesh(group, pos, slices, buf=data.buf)
+    tx, rx, red, full = _chunk_table(group, data.buf, slices, scratch, None)
+    return _chunk_rounds(n, pos, tx, rx[pos], red[pos], full) + all_gather_mesh(group, pos, slices, buf=data.buf)
 
 
 def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, *, buf: Buf = Buf.OUTPUT,
@@ -152,8 +152,8 @@ def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, 
     n = len(group)
     if n == 1 or slices.total == 0:
         return []
-    tx, rx, red = _chunk_table(group, buf, slices, scratch, align)
-    return _chunk_rounds(n, pos, tx, rx[pos], red[pos])
+    tx, rx, red, full = _chunk_table(group, buf, slices, scratch, align)
+    return _chunk_rounds(n, pos, tx, rx[pos], red[pos], full)
 
 
 def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
@@ -171,7 +171,7 @@ def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
     return [b + 1] * big + [b] * (k - big)
 
 
-def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list) -> list[Step]:
+def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list, full: bool) -> list[Step]:
     """The N-1 MeshChunk rounds of position ``pos``, drawn from the tables of :func:`_chunk_table`.
 
     Round s = 0..N-2, chunk q = 0..N-2: m = s+q+1, plus one when m >= N; ``tx[pos-m][q]`` (chunk q
@@ -180,7 +180,7 @@ def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list) -> list[Step]
     """
     steps = []
     k = n - 1
-    if all(b is not None for b in red) and all(a is not None for t in tx for a in t):     # no empty chunk
+    if full:                                    # no empty chunk
         local = tuple(red)
         for s in range(k):
             ms = [s + q + 1 + (s + q + 1 >= n) for q in range(k)]
@@ -204,7 +204,8 @@ def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list) -> list[Step]
 
 
 @lru_cache(maxsize=4)
-def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int, align: int | None) -> tuple[list, list, list]:
+def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
+                 align: int | None) -> tuple[list, list, list, bool]:
     """Every MeshChunk action of a group, each built once: the plans of all positions share them
     (N^2 actions for the group where building each position's rounds anew makes N^3).
 
@@ -213,9 +214,10 @@ def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int, align: 
             of a strided slice); None: the AllReduce's (count // k, one more for the first count mod k).
 
     Returns:
-        ``(tx, rx, red)``: ``tx[j][q]`` sends chunk q of slice j to position j (the same action on
+        ``(tx, rx, red, full)``: ``tx[j][q]`` sends chunk q of slice j to position j (the same action on
         every sender); ``rx[j][p][q]`` receives chunk q of position j's slice from position p into
-        the scratch mirror of that slice; ``red[j][q]`` reduces it into the slice. None: an empty chunk.
+        the scratch mirror of that slice; ``red[j][q]`` reduces it into the slice. None: an empty chunk;
+        ``full``: there is none.
     """
     n, k = len(group), len(group) - 1
     tx, rx, red, by_shape = [], [], [], {}
@@ -239,7 +241,7 @@ def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int, align: 
         if shape not in by_shape:
             by_shape[shape] = [[None if sc is None else recv(group[p], sc) for sc in scr] for p in range(n)]
         rx.append(by_shape[shape])
-    return tx, rx, red
+    return tx, rx, red, all(a is not None for t in tx for a in t)
 
 
 def _chunk_spans(count: int, k: int, align: int) -> list[tuple[int, int]]:
