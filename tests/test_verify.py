@@ -124,6 +124,26 @@ def test_equal_plan_sets_are_simulated_once_and_faults_never_reuse_a_pass(monkey
     assert d.status == "failed" and "ERROR HERE" in d.error and len(ran) == 3
 
 
+def test_verify_leaves_the_cycle_collector_as_it_found_it():
+    """Enabled stays enabled, disabled stays disabled, and what the caller froze stays frozen (verify moves
+    what it built past the young generations with freeze/unfreeze only when nothing else is frozen)."""
+    import gc
+    was = gc.isenabled()
+    try:
+        gc.disable()
+        assert verify("AllReduce", "1x1x5", count=13, algo="Ring").ok and not gc.isenabled()
+        gc.enable()
+        assert verify("AllReduce", "1x1x5", count=14, algo="Ring").ok and gc.isenabled()
+        held = [[i] for i in range(100)]
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        assert verify("AllReduce", "1x1x5", count=15, algo="Ring").ok and gc.get_freeze_count() == frozen
+        assert len(held) == 100
+    finally:
+        gc.unfreeze()
+        (gc.enable if was else gc.disable)()
+
+
 @pytest.mark.parametrize("kw, err, match", [
     ({"op": "AllReduc"}, ValueError, "unknown collective 'AllReduc'"),
     ({"algo": "NHRR"}, ValueError, "did you mean NHR"),

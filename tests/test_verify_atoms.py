@@ -73,6 +73,33 @@ def test_heap_restores_numpys_huge_pages_even_when_nested():
         switch(before)
 
 
+class _FakeLibc:
+    """glibc's malloc calls, recorded (for :func:`heap` without touching the process's heap)."""
+
+    def __init__(self):
+        self.trims = 0
+
+    def mallopt(self, param, value):
+        return 1
+
+    def malloc_trim(self, pad):
+        self.trims += 1
+        return 1
+
+
+@pytest.mark.parametrize("free, trims", [(0, 1), (1 << 20, 0), (1 << 30, 1)])
+def test_heap_trims_on_exit_only_what_is_worth_giving_back(monkeypatch, free, trims):
+    """Up to _KEEP_FREE (256 MiB) free is kept for the next simulation; more is given back; 0 (glibc
+    cannot say, or nothing free) trims as before."""
+    import pyhccl.verify.heap as h
+    libc = _FakeLibc()
+    monkeypatch.setattr(h, "_libc", lambda: libc)
+    monkeypatch.setattr(h, "free_bytes", lambda: free)
+    with h.heap():
+        pass
+    assert libc.trims == trims
+
+
 def test_a_guess_past_the_last_key_is_searched_for():
     """Piece 0 spans two atoms, piece 1 one: the guess for piece 1 ends past the grid (clipped, it would match)."""
     g = Grid(np.array([0, 1, 2, 4, 6]), use_mask=False)

@@ -59,7 +59,8 @@ def test_the_earlier_op_of_two_faulty_chains_is_reported():
 
 def batches(plans, call, step):
     """The row groups the simulator runs together in ``step``, and whether each runs merged."""
-    return [(len(b[0]), b[5]) for b in _Sim(plans, call, 0).checks.local_batches(step)]
+    sim = _Sim(plans, call, 0)          # (its checks hold it weakly)
+    return [(len(b[0]), b[5]) for b in sim.checks.local_batches(step)]
 
 
 def mesh_chunk(n):
@@ -118,3 +119,22 @@ def test_locals_that_touch_disjoint_data_merge(keyed):
 def test_locals_that_depend_on_each_other_run_in_order(ops, keyed):
     call, plans = local_only(ops)
     assert [m for _, m in batches(plans, call, 0)] == [False] * 3
+
+
+def test_a_simulation_leaves_no_cyclic_garbage():
+    """A finished simulation, passed or failed, is freed by reference counting alone: a sweep promotes what it
+    allocates past the cycle collector's young passes (verify/api.py), so a cycle would hold its arrays."""
+    import gc
+    call, plans = one_shot(6)
+    bad = edit(plans, 3, 1, local=lambda loc: loc[:-1])             # one reduce lost
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        simulate(plans, call)
+        with pytest.raises(SimulationError):
+            simulate(bad, call)
+        assert gc.collect() == 0
+    finally:
+        if was:
+            gc.enable()

@@ -10,6 +10,8 @@ step, so that the simulator runs each group over every rank at once.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..plan.ir import Buf, Region
@@ -35,7 +37,7 @@ class Checks:
     """Static faults per row, the transfer matching, and the moves of every step."""
 
     def __init__(self, sim, ops: PlanArrays) -> None:
-        self.sim, self.ops = sim, ops
+        self.sim, self.ops = weakref.proxy(sim), ops     # no cycle: a finished simulation is freed at once
         n, sizes = sim.n, sim.sizes
         xfer, loc = ops.local == 0, ops.local == 1
         k, src, dst = ops.kind, ops.src, ops.dst

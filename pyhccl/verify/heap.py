@@ -5,8 +5,10 @@ step. glibc serves each with its own ``mmap`` and unmaps it on free, and numpy a
 transparent huge pages on each: the kernel then zeroes (and compacts memory for) every page of
 every temporary. On NHR at 4096 ranks that was over half of the simulation's CPU seconds, in
 the kernel. Inside :func:`heap`, glibc serves large blocks from its heap and keeps freed ones
-for reuse, and numpy asks for no huge pages; on exit both are set back and the heap is trimmed
-(its free memory given back). Elsewhere than glibc it does nothing.
+for reuse, and numpy asks for no huge pages; on exit both are set back and, when the heap holds
+more than ``_KEEP_FREE`` free, it is trimmed (that memory given back). Below that it is kept for the
+next simulation: a sweep of small ones spent more time faulting trimmed pages back in than simulating
+on them. Elsewhere than glibc it does nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = ["heap", "free_bytes"]
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _TRIM_DEFAULT, _MMAP_MAX_DEFAULT = 128 * 1024, 65536
 _TRIM_NEVER = 2**31 - 1
+#: Free heap bytes kept at exit (more is given back).
+_KEEP_FREE = 256 << 20
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +59,8 @@ _was: bool | None = None
 
 @contextmanager
 def heap() -> Iterator[None]:
-    """Within: large blocks from the heap, freed ones kept, no huge pages; trimmed back on exit."""
+    """Within: large blocks from the heap, freed ones kept, no huge pages; on exit trimmed back when more
+    than ``_KEEP_FREE`` is free."""
     global _depth, _was
     libc, switch = _libc(), _hugepage_switch()
     with _lock:
@@ -76,7 +81,9 @@ def heap() -> Iterator[None]:
                 if libc is not None:
                     libc.mallopt(_M_MMAP_MAX, _MMAP_MAX_DEFAULT)
                     libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_DEFAULT)
-                    libc.malloc_trim(0)
+                    free = free_bytes()         # 0 also where glibc cannot say: then trim
+                    if not free or free > _KEEP_FREE:
+                        libc.malloc_trim(0)
 
 
 class _Mallinfo2(ctypes.Structure):
