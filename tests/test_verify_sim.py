@@ -7,7 +7,7 @@ import pytest
 from pyhccl.core.call import get_opspec
 from pyhccl.core.call import Call
 from pyhccl.plan import Buf, Plan, Region, Step, build_plan
-from pyhccl.plan.ir import copy, recv, reduce, send
+from pyhccl.plan.ir import Action, Kind, copy, recv, reduce, send
 from pyhccl.verify.sim import SimulationError, simulate
 
 AR = get_opspec("allreduce")
@@ -62,6 +62,8 @@ def test_structural_errors():
     o = Region(Buf.OUTPUT, 0, 4)
     cases = [
         ([Plan(0, (Step((send(0, o),)),))], "names peer 0"),
+        ([Plan(0, (Step((Action(Kind.SEND, None, o),)),))], "names peer None"),       # read one at a time
+        ([Plan(0, (Step((), (Action("Z", None, Region(Buf.INPUT, 0, 4), o),)),))], "is not a local operation"),
         ([Plan(0, (Step((), (copy(Region(Buf.OUTPUT, 2, 4), Region(Buf.INPUT, 0, 4)),)),))], "out of bounds"),
         ([Plan(0, (Step((), (copy(o, Region(Buf.SCRATCH, 0, 4)),)),))], "holds no data yet"),
         ([Plan(0, (Step((), (reduce(o, Region(Buf.INPUT, 0, 4)),)),))], "holds no data yet"),

@@ -14,6 +14,8 @@ that the simulator (:mod:`pyhccl.verify.sim`) moves values with numpy indexing, 
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import chain
+from operator import attrgetter
 from types import SimpleNamespace
 from typing import Sequence
 
@@ -81,17 +83,12 @@ class PlanArrays:
 
     def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
         """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
-        acts: list = []
-        sizes: list[int] = []           # actions per (plan, step, transfers | locals), in plan order
-        for p in plans:
-            for s in p.steps:
-                acts += s.transfers
-                acts += s.local
-                sizes += (len(s.transfers), len(s.local))
+        parts = [x for p in plans for s in p.steps for x in (s.transfers, s.local)]
+        sizes_a = np.fromiter(map(len, parts), np.int64, len(parts))    # per (plan, step, transfers | locals)
         if reserve is not None:
-            reserve(len(acts))
+            reserve(int(sizes_a.sum()))
+        acts = list(chain.from_iterable(parts))
         nsteps = [len(p.steps) for p in plans]
-        sizes_a = np.array(sizes, dtype=np.int64)
         group = np.repeat(np.arange(len(sizes_a)), sizes_a)
         step_of_group = np.arange(len(sizes_a)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * np.array(nsteps))
         rank_of_group = np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * np.array(nsteps))
@@ -106,11 +103,14 @@ class PlanArrays:
         _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
         distinct = [acts[i] for i in first.tolist()]
         at = inv.reshape(-1)[order]
-        self.kind = np.array([_KIND.get(a.kind, -1) for a in distinct], dtype=np.int64)[at]
-        self.peer = np.array([-1 if a.peer is None else a.peer for a in distinct], dtype=np.int64)[at]
+        kind = _ints(distinct, "kind", _KIND)
+        peer = np.full(len(distinct), -1, np.int64)         # read where a transfer needs one
+        xfer = np.flatnonzero((kind == SEND) | (kind == RECV))
+        peer[xfer] = _ints([distinct[i] for i in xfer.tolist()], "peer")
+        self.kind, self.peer = kind[at], peer[at]
         moved = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
-        self.src = _side([a.src for a in distinct], at, moved)
-        self.dst = _side([a.dst for a in distinct], at, moved)
+        self.src = _side(list(map(_GET["src"], distinct)), at, moved)
+        self.dst = _side(list(map(_GET["dst"], distinct)), at, moved)
         self._acts, self._order = acts, order
         self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
         self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
@@ -123,17 +123,34 @@ class PlanArrays:
 def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":
     """The regions (None for none) as a :class:`Side`, rows in ``order``; in place (``shift``: each row's rank's
     input offset in the output), input regions rewritten into the output."""
-    rs = [_NO_REGION if r is None else r for r in regions]
-    buf = np.array([_BUF[r.buf] for r in rs], dtype=np.int64)[order]
-    off = np.array([r.offset for r in rs], dtype=np.int64)[order]
+    rs = [r or _NO_REGION for r in regions]
+    buf = _ints(rs, "buf", _BUF)[order]
+    off = _ints(rs, "offset")[order]
     if shift is not None:
         aliased = buf == 0
         buf[aliased] = 1
         off[aliased] += shift[aliased]
-    cnt = np.array([r.count for r in rs], dtype=np.int64)[order]
-    rep = np.array([r.repeat for r in rs], dtype=np.int64)[order]
-    stride = np.array([r.stride or 0 for r in rs], dtype=np.int64)[order]
-    return Side(buf, off, cnt, rep, stride)
+    rep = _ints(rs, "repeat")
+    stride = np.zeros(len(rs), np.int64)                    # None (one piece) but where repeat > 1
+    multi = np.flatnonzero(rep > 1)
+    stride[multi] = _ints([rs[i] for i in multi.tolist()], "stride")
+    return Side(buf, off, _ints(rs, "count")[order], rep[order], stride[order])
+
+
+_GET = {f: attrgetter(f) for f in ("kind", "peer", "src", "dst", "buf", "offset", "count", "repeat", "stride")}
+
+
+def _ints(objs: list, field: str, code: dict | None = None) -> np.ndarray:
+    """Attribute ``field`` of every object (through ``code`` where given) as int64, read in C; where any is
+    None or not in ``code`` (a malformed plan), read one at a time, with -1 for those."""
+    try:
+        values = map(_GET[field], objs)
+        return np.fromiter(values if code is None else map(code.__getitem__, values), np.int64, len(objs))
+    except (TypeError, KeyError):
+        values = map(_GET[field], objs)
+        if code is not None:
+            values = (code.get(v) for v in values)
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
 
 
 class Side:
