@@ -41,20 +41,31 @@ def test_progressions():
     np.testing.assert_array_equal(progressions(first, step, n), want)
 
 
+@pytest.mark.parametrize("single", [False, True], ids=["strided", "one piece a move"])
 @pytest.mark.parametrize("batch", [1, 3, 1 << 22])
 @pytest.mark.parametrize("seed", range(6))
-def test_pieces_found_where_the_guess_fails(monkeypatch, batch, seed):
+def test_pieces_found_where_the_guess_fails(monkeypatch, batch, seed, single):
     """Atoms cut unevenly (extra cuts inside some pieces): every piece's first and one-past-last atom."""
     monkeypatch.setattr(atoms, "_PIECE_BATCH", batch)
     rng = np.random.default_rng(seed)
-    regions = _regions(rng, 12)
-    keys = cut_keys(*regions, rng.integers(0, 4000, 30))
+    key, cnt, rep, stride = regions = _regions(rng, 12)
+    if single:
+        regions = key, cnt, np.ones_like(rep), np.zeros_like(stride)
+    keys = cut_keys(*regions, rng.integers(0, 4000, 30 - 25 * single))
     g = Grid(keys, use_mask=False)
-    lo, hi, kb, _ = g.pieces(Moves(*regions))
+    lo, hi, kb, one = g.pieces(Moves(*regions))
     ends = np.array(_ends(*regions)).reshape(-1, 2)
     np.testing.assert_array_equal(kb, ends[:, 0])
     np.testing.assert_array_equal(keys[lo], ends[:, 0])
     np.testing.assert_array_equal(keys[hi], ends[:, 1])
+    assert one == bool((hi - lo == 1).all())
+
+
+@pytest.mark.parametrize("rep", [1, 2])
+def test_a_piece_whose_end_is_not_cut_is_an_error(rep):
+    g = Grid(np.array([0, 2, 4, 6, 8]), use_mask=False)
+    with pytest.raises(AssertionError, match="not atom boundaries"):
+        g.pieces(Moves(np.array([2]), np.array([3]), np.array([rep]), np.array([4 * (rep > 1)])))
 
 
 def test_heap_restores_numpys_huge_pages_even_when_nested():

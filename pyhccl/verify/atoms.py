@@ -291,13 +291,18 @@ class Grid:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
         whether every piece is one atom.
 
-        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). A move's
-        pieces are guessed to lie as its first one does, the same number of atoms apart, and the guess is
+        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). Where every
+        move is one piece, its two searches find them; else a move's pieces are guessed to lie as its first one does, the same number of atoms apart, and the guess is
         checked against the keys; pieces where it fails are searched for.
         """
         keys = self.keys
         lo0 = search(keys, side.key)
-        w = search(keys, side.key + side.cnt) - lo0
+        hi0 = search(keys, side.key + side.cnt)
+        if (side.rep == 1).all():                   # one piece a move: the searches found the ends
+            if ((keys.take(lo0, mode="clip") != side.key) | (keys.take(hi0, mode="clip") != side.key + side.cnt)).any():
+                raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+            return lo0, hi0, side.key, bool((hi0 - lo0 == 1).all())
+        w = hi0 - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
         first = np.cumsum(side.rep) - side.rep
         runs = batches(side.rep, _PIECE_BATCH)
