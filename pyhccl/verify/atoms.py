@@ -297,12 +297,17 @@ class Grid:
         """
         keys = self.keys
         lo0 = search(keys, side.key)
-        hi0 = search(keys, side.key + side.cnt)
-        if (side.rep == 1).all():                   # one piece a move: the searches found the ends
-            if ((keys.take(lo0, mode="clip") != side.key) | (keys.take(hi0, mode="clip") != side.key + side.cnt)).any():
+        if (side.rep == 1).all():                   # one piece a move: guessed one atom, else searched
+            end = side.key + side.cnt
+            hi0 = lo0 + 1
+            miss = keys.take(hi0, mode="clip") != end
+            one = not miss.any()
+            if not one:
+                hi0[miss] = search(keys, end[miss])
+            if ((keys.take(lo0, mode="clip") != side.key) | (keys.take(hi0, mode="clip") != end)).any():
                 raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
-            return lo0, hi0, side.key, bool((hi0 - lo0 == 1).all())
-        w = hi0 - lo0
+            return lo0, hi0, side.key, one
+        w = search(keys, side.key + side.cnt) - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
         first = np.cumsum(side.rep) - side.rep
         runs = batches(side.rep, _PIECE_BATCH)

@@ -135,6 +135,7 @@ class _Sim:
             raise ValueError(f"expecting ranks x (input + output + scratch elements) < 2^62 to simulate, got {n} x "
                              f"({nin} + {nout} + {nscr}): use a smaller count")
         self.step = -1
+        self.marks = np.zeros(0, bool)      # the atoms a step sends (transfers)
         self.checks = Checks(self, ops)
         # the initial data: rank r's input, at its shift in the output when in place
         first = 1 if call.in_place else 0
@@ -208,17 +209,18 @@ class _Sim:
             row = srows[sm[np.argmax(bad)]]
             raise self.fail(int(self.ops.rank[row]), f"reads {self.ops.action(row).src}, which holds no data yet "
                                                      f"(read before write)")
-        seen = np.zeros(len(g.keys), bool)
-        seen[d] = True
-        if np.count_nonzero(seen) < len(d):            # some atom is written twice
+        if len(d) > 1 and not (d[1:] > d[:-1]).all():     # not increasing: some atom may be written twice
             order = np.argsort(d, kind="stable")
             dup = np.flatnonzero(d[order][1:] == d[order][:-1])
-            row = drows[sm[order[dup + 1]].min()]
-            raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.action(row).dst}, which another "
-                                                     f"receive of this step also writes")
-        seen[:] = False
-        seen[s] = True
-        hit = seen[d]
+            if len(dup):
+                row = drows[sm[order[dup + 1]].min()]
+                raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.action(row).dst}, which "
+                                                         f"another receive of this step also writes")
+        if len(self.marks) != len(g.keys):
+            self.marks = np.zeros(len(g.keys), bool)          # all False between uses
+        self.marks[s] = True
+        hit = self.marks[d]
+        self.marks[s] = False
         if hit.any():
             row = drows[sm[np.argmax(hit)]]
             raise self.fail(int(self.ops.rank[row]), f"receives into {self.ops.action(row).dst}, which it sends "
