@@ -333,9 +333,10 @@ class Grid:
             lo[p:p + len(clo)], hi[p:p + len(clo)], kb[p:p + len(clo)] = clo, chi, ckb
         return lo, hi, kb, one
 
-    def locate(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset."""
-        lo, hi, kb, _ = self.pieces(side)
+    def locate(self, side: Moves, found: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset
+        (``found``: its :meth:`pieces`, where the grid has not changed since)."""
+        lo, hi, kb, _ = found or self.pieces(side)
         idx, piece = ranges(lo, hi)
         move = np.repeat(np.arange(len(side.rep)), side.rep)[piece]
         k = piece - (np.cumsum(side.rep) - side.rep)[move]
@@ -348,26 +349,28 @@ class Grid:
         An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
         an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
-        la, ha, ka, one_a = self.pieces(a)
-        lb, hb, kb, one_b = self.pieces(b)
+        found_a, found_b = self.pieces(a), self.pieces(b)
+        la, _, _, one_a = found_a
+        lb, _, _, one_b = found_b
         if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom
             return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
+        loc_a = loc_b = None        # located on the grid as it is (None: to locate)
         if one_a:           # each source piece one atom: a destination atom reads the piece that holds it
-            ib, mb, ub = self.locate(b)
+            ib, mb, ub = loc_b = self.locate(b, found_b)
             c = a.cnt[mb]
             k = ub // c
             shift = ub - k * c
             if (shift + self.keys[ib + 1] - self.keys[ib] <= c).all():
                 return la[(np.cumsum(a.rep) - a.rep)[mb] + k], ib, mb, shift if shift.any() else None
         elif one_b:         # each destination piece one atom: it reads one source atom, if they align
-            ia, ma, ua = self.locate(a)
+            ia, ma, ua = loc_a = self.locate(a, found_a)
             mb = np.repeat(np.arange(len(b.rep)), b.rep)
             if len(ia) == len(lb) and (ma == mb).all() and (ua == (np.arange(len(mb)) - (np.cumsum(b.rep) - b.rep)[mb])
                                                              * b.cnt[mb]).all():
                 return ia, lb, mb, None
         while True:
-            ia, ma, ua = self.locate(a)
-            ib, mb, ub = self.locate(b)
+            ia, ma, ua = loc_a or self.locate(a, found_a)
+            ib, mb, ub = loc_b or self.locate(b, found_b)
             if len(ia) == len(ib) and (ma == mb).all() and (ua == ub).all():
                 return ia, ib, ma, None
             start = np.cumsum(a.cnt * a.rep) - a.cnt * a.rep
@@ -379,5 +382,6 @@ class Grid:
                 return ia[j], ib, mb, pb - pa[j]
             before = len(self.keys)
             self.refine(b.keys_at(ma[cut], ua[cut]))
+            loc_a = loc_b = found_a = found_b = None
             if len(self.keys) == before:
                 raise AssertionError("the two sides of a move do not align and no cut helps (sizes differ?)")
