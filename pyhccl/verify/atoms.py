@@ -84,25 +84,23 @@ class PlanArrays:
     def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
         """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
         parts = [x for p in plans for s in p.steps for x in (s.transfers, s.local)]
-        sizes_a = np.fromiter(map(len, parts), np.int64, len(parts))    # per (plan, step, transfers | locals)
+        nsteps = np.array([len(p.steps) for p in plans], dtype=np.int64)
+        step_of_part = np.arange(len(parts)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * nsteps)
+        by_step = np.argsort(step_of_part, kind="stable")      # (step, rank, transfers | locals): the rows' order
+        parts = [parts[i] for i in by_step.tolist()]
+        sizes = np.fromiter(map(len, parts), np.int64, len(parts))
         if reserve is not None:
-            reserve(int(sizes_a.sum()))
-        acts = list(chain.from_iterable(parts))
-        nsteps = [len(p.steps) for p in plans]
-        group = np.repeat(np.arange(len(sizes_a)), sizes_a)
-        step_of_group = np.arange(len(sizes_a)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * np.array(nsteps))
-        rank_of_group = np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * np.array(nsteps))
-        step = step_of_group[group]
-        order = np.argsort(step, kind="stable")
-        self.step = step[order]
-        self.rank = rank_of_group[group][order]
-        self.local = (group % 2)[order]
-        self.index = (np.arange(len(group)) - (np.cumsum(sizes_a) - sizes_a)[group])[order]
+            reserve(int(sizes.sum()))
+        self._acts = acts = list(chain.from_iterable(parts))
+        self.step = np.repeat(step_of_part[by_step], sizes)
+        self.rank = np.repeat(np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * nsteps)[by_step], sizes)
+        self.local = np.repeat(by_step % 2, sizes)
+        self.index = np.arange(len(acts)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         # plans share action objects (templates are memoised): read each distinct one once
         ids = np.fromiter(map(id, acts), np.int64, len(acts))
-        _, first, inv = np.unique(ids, return_index=True, return_inverse=True)
+        _, first, at = np.unique(ids, return_index=True, return_inverse=True)
         distinct = [acts[i] for i in first.tolist()]
-        at = inv.reshape(-1)[order]
+        at = at.reshape(-1)
         kind = _ints(distinct, "kind", _KIND)
         peer = np.full(len(distinct), -1, np.int64)         # read where a transfer needs one
         xfer = np.flatnonzero((kind == SEND) | (kind == RECV))
@@ -111,13 +109,12 @@ class PlanArrays:
         moved = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
         self.src = _side(list(map(_GET["src"], distinct)), at, moved)
         self.dst = _side(list(map(_GET["dst"], distinct)), at, moved)
-        self._acts, self._order = acts, order
         self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
         self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
 
     def action(self, row: int):
         """The IR action of ``row`` (for messages)."""
-        return self._acts[self._order[row]]
+        return self._acts[row]
 
 
 def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":
@@ -291,9 +288,10 @@ class Grid:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
         whether every piece is one atom.
 
-        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). Where every
-        move is one piece, its two searches find them; else a move's pieces are guessed to lie as its first one does, the same number of atoms apart, and the guess is
-        checked against the keys; pieces where it fails are searched for.
+        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). A move's first
+        key is searched for; where every move is one piece, its end is guessed one atom on, else its pieces
+        are guessed to lie as its first one does, the same number of atoms apart. A guess is checked against
+        the keys; pieces where it fails are searched for.
         """
         keys = self.keys
         lo0 = search(keys, side.key)
