@@ -107,7 +107,7 @@ class Layout:
         the same device index in the super pod, the same server and device index in other pods.
         """
         if nlevels == 1:
-            return (tuple(range(self.nranks)),)
+            return (self._everyone,)
         g0, g1, g2 = self.groups_of(rank)
         if nlevels == 2 and not self.uniform:
             # servers of different sizes: level-0 groups cut to gcd(sizes) ranks (topo_host.cc CalcLevel1Nhr;
@@ -116,6 +116,18 @@ class Layout:
             start = rank - rank % l0
             return tuple(range(start, start + l0)), tuple(range(rank % l0, self.nranks, l0))
         if nlevels == 2:
-            dev = self.coords[rank].device
-            return g0, tuple(r for r, c in enumerate(self.coords) if c.device == dev)
+            return g0, self._same_device[self.coords[rank].device]
         return g0, g1, g2
+
+    @cached_property
+    def _everyone(self) -> tuple[int, ...]:
+        """Every rank, in order (one tuple that every rank's one-level group shares)."""
+        return tuple(range(self.nranks))
+
+    @cached_property
+    def _same_device(self) -> dict[int, tuple[int, ...]]:
+        """Per device index, the ranks at it in every server of the machine, in rank order."""
+        out: dict[int, list[int]] = {}
+        for r, c in enumerate(self.coords):
+            out.setdefault(c.device, []).append(r)
+        return {d: tuple(rs) for d, rs in out.items()}
