@@ -285,15 +285,18 @@ class _Sim:
         origin = g.origin[s] if shift is None else g.origin[s] + shift     # what each destination atom reads
         flags = [  # per atom, in the order the checks report them; a message takes the action and its move
             (g.card[s] == 0, lambda a, j: f"reads {a.src}, which holds no data yet (read before write)"),
-            (red & (g.card[d] == 0), lambda a, j: f"reads {a.dst}, which holds no data yet (read before write)"),
-            (red & (g.origin[d] != origin), lambda a, j: f"'{a}' reduces elements of different origin indices"),
         ]
-        if self.use_mask:
-            both = np.where(red, g.mask[d] & g.mask[s], 0)
-            flags.append((both != 0, lambda a, j: f"'{a}' counts the contribution of ranks "
-                                                  f"{_ranks(np.bitwise_or.reduce(both[m == j]))} twice"))
-        flags.append((red & (g.card[d] + g.card[s] > self.n),
-                      lambda a, j: f"'{a}' gives more than {self.n} contributions: some counted twice"))
+        if red.any():           # the reduces' checks (a batch of copies, a rank's first copy of its input, has none)
+            flags += [
+                (red & (g.card[d] == 0), lambda a, j: f"reads {a.dst}, which holds no data yet (read before write)"),
+                (red & (g.origin[d] != origin), lambda a, j: f"'{a}' reduces elements of different origin indices"),
+            ]
+            if self.use_mask:
+                both = np.where(red, g.mask[d] & g.mask[s], 0)
+                flags.append((both != 0, lambda a, j: f"'{a}' counts the contribution of ranks "
+                                                      f"{_ranks(np.bitwise_or.reduce(both[m == j]))} twice"))
+            flags.append((red & (g.card[d] + g.card[s] > self.n),
+                          lambda a, j: f"'{a}' gives more than {self.n} contributions: some counted twice"))
         first, what = None, None
         for flag, text in flags:
             if flag.any():
@@ -313,9 +316,15 @@ class _Sim:
         """A batch's results: the copies' destination atoms ``d[~red]`` take their sources' values (``origin``:
         what each reads), the reduced atoms ``u`` their new ``card``, ``key`` and ``mask``."""
         g = self.g
+        if len(u):
+            copied = ~red
+            dc, sc, oc = d[copied], s[copied], origin[copied]
+        else:
+            dc, sc, oc = d, s, origin
         for f in g.values():
-            f[d[~red]] = f[s[~red]]
-        g.origin[d[~red]] = origin[~red]
+            if f is not g.origin:
+                f[dc] = f[sc]
+        g.origin[dc] = oc
         g.card[u], g.key[u] = card, key
         if mask is not None:
             g.mask[u] = mask
