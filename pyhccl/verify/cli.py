@@ -8,7 +8,6 @@ Examples: ``python -m pyhccl.verify all`` (every op, algorithm and default machi
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections import Counter, defaultdict
 from typing import Sequence
@@ -17,8 +16,9 @@ from ..core import settings
 from ..core.call import OPS, canonical_op
 from ..plan.api import resolve_name
 from ..topo import parse_topo
-from .cases import default_counts, parse_ranks
-from .sweep import AUTO, Outcome, Task, canonical_ops, default_jobs, expand_algos, make_tasks, run_tasks
+from .cases import parse_ranks
+from .progress import Progress, weight
+from .sweep import AUTO, Outcome, canonical_ops, default_jobs, expand_algos, make_tasks, run_tasks
 
 __all__ = ["main", "DEFAULT_TOPOS", "DEFAULT_RANKS"]
 
@@ -104,19 +104,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             if line:
                 print(line, flush=True)
     else:
-        weights = [_weight(t) for t in tasks]
+        weights = [weight(t) for t in tasks]
         groups: dict[tuple[str, str], list[int]] = {}    # one op on one machine: one worker's batch
         for i, t in enumerate(tasks):
             groups.setdefault((t.op, t.topo), []).append(i)
         order = [i for g in sorted(groups.values(), key=lambda g: -sum(weights[i] for i in g)) for i in g]
         outcomes = [None] * len(tasks)
         index = {t: i for i, t in enumerate(tasks)}
-        done = done_w = 0
+        progress = Progress(tasks, weights, start=t0)
         for o in run_tasks([tasks[i] for i in order], jobs, ordered=False):     # as finished: honest progress
             i = index[o.task]
             outcomes[i] = o
-            done, done_w = done + 1, done_w + weights[i]
-            _progress(done, len(tasks), t0, done_w / sum(weights))
+            progress.finish(o, weights[i])
+            progress.show()
         _summary(outcomes, a.verbose)
     failed = _report(outcomes, a.verbose)
     wall = time.perf_counter() - t0
@@ -136,39 +136,6 @@ def _check_algos(ops: list[str], tokens: list[str]) -> None:
         if not any(expand_algos(op, [t]) for op in ops):
             resolve_name(ops[0], t)        # raises with the close matches
             raise ValueError(f"--algo {t!r} names no algorithm of {', '.join(ops)}")
-
-
-def _weight(t: Task) -> int:
-    """A task's expected cost: N^2 per call (N ranks; fewer calls above 64 ranks), and N^3 / 2 for
-    the MeshChunk family (N-1 rounds of N-1 chunks on every rank; at 124 ranks its calls cost
-    about 60 times a mesh one's on average)."""
-    n = 0
-    for pod in parse_topo(t.topo).layout:
-        n += sum(len(s) for s in pod)
-    w = (len(t.counts) if t.counts else len(default_counts(n))) * n * n
-    return w * max(1, n // 2) if "Chunk" in t.algo else w
-
-
-_last_progress = [0.0]
-#: Seconds between progress lines when stderr is not a terminal.
-_PROGRESS_EVERY = 30.0
-#: The share of the work done before the time left is estimated (one task says little).
-_SHARE_TO_ESTIMATE = 0.01
-
-
-def _progress(done: int, total: int, t0: float, share: float) -> None:
-    """On stderr: a self-updating line on a terminal, else a line every 30 s.
-
-    ``share``: the part of the work done, by :func:`_weight`; the time left is estimated from it.
-    """
-    now = time.perf_counter()
-    left = f"about {(now - t0) * (1 - share) / share:.0f} s left" if share >= _SHARE_TO_ESTIMATE else "estimating"
-    line = f"# {done}/{total} tasks, {now - t0:.0f} s, {left}"
-    if sys.stderr.isatty():
-        print(f"\r{line}", end="" if done < total else "\n", file=sys.stderr, flush=True)
-    elif now - _last_progress[0] > _PROGRESS_EVERY and done < total:
-        _last_progress[0] = now
-        print(line, file=sys.stderr, flush=True)
 
 
 def _where(o: Outcome) -> str:
