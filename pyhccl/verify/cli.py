@@ -96,31 +96,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                        timeout=a.timeout or None)
     jobs = a.jobs or default_jobs()
     t0 = time.perf_counter()
-    if not sweep:
-        outcomes = []
-        for o in run_tasks(tasks, jobs):
-            outcomes.append(o)
-            line = _line(o)
-            if line:
-                print(line, flush=True)
-    else:
-        weights = [weight(t) for t in tasks]
-        groups: dict[tuple[str, str], list[int]] = {}    # one op on one machine: one worker's batch
-        for i, t in enumerate(tasks):
-            groups.setdefault((t.op, t.topo), []).append(i)
-        order = [i for g in sorted(groups.values(), key=lambda g: -sum(weights[i] for i in g)) for i in g]
-        outcomes = [None] * len(tasks)
-        index = {t: i for i, t in enumerate(tasks)}
-        progress = Progress(tasks, weights, start=t0)
-        for o in run_tasks([tasks[i] for i in order], jobs, ordered=False):     # as finished: honest progress
-            i = index[o.task]
-            outcomes[i] = o
-            progress.finish(o, weights[i])
-            progress.show()
-        _summary(outcomes, a.verbose)
-    failed = _report(outcomes, a.verbose)
+    outcomes: list[Outcome | None] = []
+    try:
+        if not sweep:
+            for o in run_tasks(tasks, jobs):
+                outcomes.append(o)
+                line = _line(o)
+                if line:
+                    print(line, flush=True)
+        else:
+            weights = [weight(t) for t in tasks]
+            groups: dict[tuple[str, str], list[int]] = {}    # one op on one machine: one worker's batch
+            for i, t in enumerate(tasks):
+                groups.setdefault((t.op, t.topo), []).append(i)
+            order = [i for g in sorted(groups.values(), key=lambda g: -sum(weights[i] for i in g)) for i in g]
+            outcomes = [None] * len(tasks)
+            index = {t: i for i, t in enumerate(tasks)}
+            progress = Progress(tasks, weights, start=t0)
+            for o in run_tasks([tasks[i] for i in order], jobs, ordered=False):     # as finished: honest progress
+                i = index[o.task]
+                outcomes[i] = o
+                progress.finish(o, weights[i])
+                progress.show()
+        interrupted = False
+    except KeyboardInterrupt:            # the workers are stopped (run_tasks); report what finished
+        interrupted = True
+    done = [o for o in outcomes if o is not None]
+    if sweep:
+        _summary(done, a.verbose)
+    failed = _report(done, a.verbose)
     wall = time.perf_counter() - t0
-    ran = sum(o.ran for o in outcomes)
+    ran = sum(o.ran for o in done)
+    if interrupted:
+        print(f"# INTERRUPTED after {wall:.1f} s: {len(done)} of {len(tasks)} tasks done, {ran} calls"
+              + (f", {failed} failed" if failed else ", none failed"))
+        return 130
     if failed:
         print(f"# FAILED: {failed} of {ran} calls in {wall:.1f} s")
         return 1

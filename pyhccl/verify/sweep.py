@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -154,17 +155,40 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
         else:
             batches.append([t])
     ctx = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_interrupts)
+    finished = False
+    try:
         if ordered:
             for outcomes in pool.map(_run_batch, batches, chunksize=1):
                 yield from outcomes
         else:
             for done in as_completed([pool.submit(_run_batch, b) for b in batches]):
                 yield from done.result()
+        finished = True
+    finally:
+        if finished:
+            pool.shutdown()
+        else:                   # interrupted (Ctrl-C), or the caller stopped reading: stop the workers now
+            _stop(pool)
 
 
 def _run_batch(tasks: list[Task]) -> list[Outcome]:
     return [run_task(t) for t in tasks]
+
+
+def _ignore_interrupts() -> None:
+    """In a worker: Ctrl-C reaches the whole process group; the parent alone handles it (:func:`_stop`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the batches not started and end the workers at once (a batch may run for minutes)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())    # Python < 3.14 has no terminate_workers
+    pool.shutdown(wait=False, cancel_futures=True)
+    for w in workers:
+        w.terminate()
+    for w in workers:
+        w.join(5)
 
 
 def canonical_ops(text: str) -> list[str]:
