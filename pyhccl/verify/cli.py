@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter, defaultdict
+from concurrent.futures.process import BrokenProcessPool
 from typing import Sequence
 
 from ..core import settings
@@ -118,19 +119,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 outcomes[i] = o
                 progress.finish(o, weights[i])
                 progress.show()
-        interrupted = False
+        stopped = ""
     except KeyboardInterrupt:            # the workers are stopped (run_tasks); report what finished
-        interrupted = True
+        stopped = "INTERRUPTED"
+    except BrokenProcessPool:            # a worker died: the kernel's OOM killer, most likely
+        stopped = "ABORTED"
     done = [o for o in outcomes if o is not None]
     if sweep:
         _summary(done, a.verbose)
     failed = _report(done, a.verbose)
     wall = time.perf_counter() - t0
     ran = sum(o.ran for o in done)
-    if interrupted:
-        print(f"# INTERRUPTED after {wall:.1f} s: {len(done)} of {len(tasks)} tasks done, {ran} calls"
-              + (f", {failed} failed" if failed else ", none failed"))
-        return 130
+    if stopped:
+        why = ("" if stopped == "INTERRUPTED" else " (a worker process died, killed by the system: out of memory? "
+               "use fewer --jobs, or PYHCCL_VERIFY_MEMORY=<GiB per worker>)")
+        print(f"# {stopped} after {wall:.1f} s: {len(done)} of {len(tasks)} tasks done, {ran} calls"
+              + (f", {failed} failed" if failed else ", none failed") + why)
+        return 130 if stopped == "INTERRUPTED" else 1
     if failed:
         print(f"# FAILED: {failed} of {ran} calls in {wall:.1f} s")
         return 1
