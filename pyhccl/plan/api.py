@@ -16,10 +16,10 @@ from .hccl import NotRunnableError, build_registered, not_runnable_reason
 from ..topo.machine import Machine, machine
 from .ir import Plan
 from .sole import ROLE_OF_OP, TABLES, op_steps
-from .templates import positions
+from .templates import clear_memos, positions
 
 __all__ = ["NotRunnableError", "build_plan", "flat_names", "hccl_names", "algorithms", "resolve_name",
-           "not_runnable_reason"]
+           "not_runnable_reason", "clear_caches"]
 
 
 def flat_names(op: str) -> list[str]:
@@ -53,6 +53,12 @@ def resolve_name(op: str, name: str) -> str:
     close = [lower[m] for m in difflib.get_close_matches(name.lower(), lower, n=3, cutoff=0.6)]
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise ValueError(f"unknown algorithm {name!r} for {op}{hint}; valid: {', '.join(names)}")
+
+
+def clear_caches() -> None:
+    """Forget the plans built so far and the templates' memoised results (:func:`~.templates.clear_memos`)."""
+    _build.cache_clear()
+    clear_memos()
 
 
 @lru_cache(maxsize=4096)

@@ -23,7 +23,7 @@ from ..algo.dtypes import DATATYPE_SIZE, parse_dtype, parse_reduce_op
 from ..algo.predicates import op_call
 from ..core.call import OPS, Call, canonical_op, hccl_op
 from ..core.call import make_call as core_make_call
-from ..plan.api import NotRunnableError, build_plan, flat_names, resolve_name
+from ..plan.api import NotRunnableError, build_plan, clear_caches as clear_plan_caches, flat_names, resolve_name
 from .memory import BuildGuard, MemoryBudgetError, task
 from .sim import SimReport, SimulationError, simulate
 from ..select import SelectionError, select_for
@@ -31,7 +31,7 @@ from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
 
 __all__ = ["VerifyResult", "STATUSES", "DEFAULT_COUNT", "verify", "make_call", "check", "machine", "Machine",
-           "hccl_op_name"]
+           "hccl_op_name", "forget_plans"]
 
 #: What a result can say: passed, the simulator (or a builder) found a fault, the attributes (or
 #: HCCL's selection) exclude the call, pyhccl cannot build the algorithm.
@@ -300,6 +300,13 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
 _PASSED: dict[tuple, list[tuple[tuple, SimReport]]] = {}
 #: Actions the plan sets in :data:`_PASSED` may hold before the oldest are dropped.
 _PASSED_MAX_ACTIONS = 48_000_000
+
+
+def forget_plans() -> None:
+    """Drop the plans this process keeps: the plan sets that passed (:data:`_PASSED`), the built plans and the
+    templates' memoised results. A sweep's worker does so between one (op, machine) group and the next."""
+    _PASSED.clear()
+    clear_plan_caches()
 
 
 def _simulate_once(plans: list, call: Call, size: int) -> SimReport:

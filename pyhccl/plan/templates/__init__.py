@@ -29,6 +29,7 @@ one slice per position, in ``buf``):
   position's token holds every position's contribution (so no rank leaves before all arrived).
 """
 
+import weakref
 from functools import lru_cache, wraps
 
 from ..ir import Action, Step, with_peer
@@ -80,7 +81,20 @@ def memoised(fn):
         except TypeError:
             return fn(*args, **kwargs)
         return list(cached(key))
+    _MEMOS.update((on_positions, cached))
     return call
+
+
+#: Every memoised template's caches (weakly: a template made on the fly, a split one, goes with its function).
+_MEMOS: weakref.WeakSet = weakref.WeakSet()
+
+
+def clear_memos() -> None:
+    """Forget every memoised template's results (a sweep between one call's group and the next: they
+    share nothing, and a worker's caches would otherwise grow by the plans of every group it ran)."""
+    for m in list(_MEMOS):
+        m.cache_clear()
+    _RENAMED.clear()
 
 
 @lru_cache(maxsize=64)
@@ -144,7 +158,7 @@ for _table in (AR, RS, AG, SCATTER, GATHER, BCAST, REDUCE):
         _table[_name] = memoised(_fn)
 
 __all__ = [
-    "memoised", "positions", "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
+    "memoised", "clear_memos", "positions", "AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE", "A2A", "BARRIER", "P2P",
     "all_gather_mesh", "allreduce_mesh_chunk", "allreduce_mesh_one_shot", "allreduce_mesh_two_shot", "reduce_scatter_mesh",
     "all_gather_nhr", "allreduce_nhr", "allreduce_nhr_aicpu_reduce", "nhr_step_count", "reduce_scatter_nhr",
     "allreduce_rhd", "reduce_scatter_mesh_chunk", "reduce_scatter_nhr_aicpu_reduce", "reduce_scatter_nb",
