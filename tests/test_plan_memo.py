@@ -45,3 +45,18 @@ def test_a_group_of_ranks_gets_the_positions_run_with_its_peers(role, name):
             else:
                 args, kw = (group, pos, Slices.floor_tail(7, 1001, 5)), {"buf": Buf.OUTPUT, "scratch": 64}
             assert table[name](*args, **kw) == raw(*args, **kw), (group, pos)
+
+
+def test_a_sweep_group_leaves_no_plans_behind():
+    """A sweep worker forgets the plans of one (op, machine) group before the next: its memory stays one group's."""
+    import pyhccl.plan.api as plan_api
+    import pyhccl.verify.api as verify_api
+    from pyhccl.verify.sweep import Task, run_tasks
+
+    tasks = [Task("allreduce", a, "1x1x6", counts=(1001,)) for a in ("NHR", "Ring", "AicpuAllReduceSoleMeshTwoShot")]
+    outcomes = list(run_tasks(tasks))
+    assert [o.statuses["ok"] for o in outcomes] == [2, 2, 2]
+    assert plan_api._build.cache_info().currsize == 0
+    assert not verify_api._PASSED
+    assert all(m.cache_info().currsize == 0 for m in templates._MEMOS)
+    assert len(templates._MEMOS) > 10            # every memoised table's caches are known
