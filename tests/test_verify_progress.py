@@ -17,10 +17,10 @@ def _done(task: Task, seconds: float) -> Outcome:
 
 
 def test_weight_grows_with_ranks_and_calls():
-    assert weight(Task("allreduce", "Ring", "1x1x8", counts=(5,))) == 64
-    assert weight(Task("allreduce", "Ring", "1x1x8", counts=(5, 6))) == 128
-    assert weight(Task("allreduce", "Ring", "1x2x4", counts=(5,))) == 64               # every rank of the machine
-    assert weight(Task("reduce_scatter", "MeshChunk", "1x1x8", counts=(5,))) == 64 * 4   # N^3 / 2
+    assert weight(Task("allreduce", "Ring", "1x1x8", counts=(5,))) == 8 * 40
+    assert weight(Task("allreduce", "Ring", "1x1x8", counts=(5, 6))) == 2 * 8 * 40
+    assert weight(Task("allreduce", "Ring", "1x2x4", counts=(5,))) == 8 * 40               # every rank of the machine
+    assert weight(Task("reduce_scatter", "MeshChunk", "1x1x8", counts=(5,))) == 8 * 40 * 4   # N/2 times
 
 
 def test_each_algorithm_priced_at_its_own_rate():

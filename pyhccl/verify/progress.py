@@ -28,11 +28,12 @@ SHARE_TO_ESTIMATE = 0.01
 
 
 def weight(t: Task) -> int:
-    """A task's expected cost: per call, N^2 (N ranks: N plans of steps over N peers) and N^3 / 2 for the
-    MeshChunk family (N-1 rounds of N-1 chunks on every rank); the calls of :func:`default_counts` (fewer
-    above 64 ranks) unless the task names its counts."""
+    """A task's expected cost: per call, N (N + 32) (N ranks: N plans of steps over N peers, and below about
+    32 ranks the costs of a call and of a step, which do not shrink with N: fitted on the sweep's task times
+    at 8-64 ranks), N/2 times that for the MeshChunk family (N-1 rounds of N-1 chunks on every rank); the
+    calls of :func:`default_counts` (fewer above 64 ranks) unless the task names its counts."""
     n = sum(sum(len(s) for s in pod) for pod in parse_topo(t.topo).layout)
-    w = (len(t.counts) if t.counts else len(default_counts(n))) * n * n
+    w = (len(t.counts) if t.counts else len(default_counts(n))) * n * (n + 32)
     return w * max(1, n // 2) if "Chunk" in t.algo else w
 
 
