@@ -113,11 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             order = [i for g in sorted(groups.values(), key=lambda g: -sum(weights[i] for i in g)) for i in g]
             outcomes = [None] * len(tasks)
             index = {t: i for i, t in enumerate(tasks)}
-            progress = Progress(tasks, weights, start=t0)
+            progress = Progress(weights, start=t0)
             for o in run_tasks([tasks[i] for i in order], jobs, ordered=False):     # as finished: honest progress
                 i = index[o.task]
                 outcomes[i] = o
-                progress.finish(o, weights[i])
+                progress.finish(weights[i])
                 progress.show()
         stopped = ""
     except KeyboardInterrupt:            # the workers are stopped (run_tasks); report what finished
