@@ -47,16 +47,23 @@ def test_a_group_of_ranks_gets_the_positions_run_with_its_peers(role, name):
             assert table[name](*args, **kw) == raw(*args, **kw), (group, pos)
 
 
-def test_a_sweep_group_leaves_no_plans_behind():
-    """A sweep worker forgets the plans of one (op, machine) group before the next: its memory stays one group's."""
+def test_the_plans_kept_are_of_one_op_on_one_machine():
+    """verify keeps one (op, machine)'s plans for the next calls, and drops them when either changes: a sweep's
+    worker (or a caller's loop over machines) holds one group's plans, not every group's."""
     import pyhccl.plan.api as plan_api
     import pyhccl.verify.api as verify_api
     from pyhccl.verify.sweep import Task, run_tasks
 
-    tasks = [Task("allreduce", a, "1x1x6", counts=(1001,)) for a in ("NHR", "Ring", "AicpuAllReduceSoleMeshTwoShot")]
-    outcomes = list(run_tasks(tasks))
-    assert [o.statuses["ok"] for o in outcomes] == [2, 2, 2]
-    assert plan_api._build.cache_info().currsize == 0
-    assert not verify_api._PASSED
-    assert all(m.cache_info().currsize == 0 for m in templates._MEMOS)
+    def kept():
+        return (plan_api._build.cache_info().currsize, len(verify_api._PASSED),
+                sum(m.cache_info().currsize for m in templates._MEMOS))
+
+    verify_api.forget_plans()                    # whatever earlier tests kept
+    first = [Task("allreduce", a, "1x1x6", counts=(1001,)) for a in ("NHR", "Ring", "AicpuAllReduceSoleMeshTwoShot")]
+    assert [o.statuses["ok"] for o in run_tasks(first)] == [2, 2, 2]
+    plans, passed, memos = kept()
+    assert plans == 6 * 2 * 3 and passed and memos                  # kept for the same op and machine
+    [o] = run_tasks([Task("allreduce", "NHR", "1x1x5", counts=(7,))])  # another machine: the first group's go
+    assert o.statuses["ok"] == 2
+    assert kept()[0] == 5 * 2
     assert len(templates._MEMOS) > 10            # every memoised table's caches are known

@@ -163,6 +163,9 @@ def check(call: Call, algo: str | None, m: Machine, *, dtype: str = "FP32", redu
     """
     t0 = time.perf_counter()
     named: list[str] = []          # the algorithm, once known (a timeout reports it)
+    if _KEPT_FOR[0] != (call.op, m.text):       # the kept plans serve one op on one machine
+        forget_plans()
+        _KEPT_FOR[0] = (call.op, m.text)
     try:
         with _deadline(timeout):
             return _check(call, algo, m, dtype, reduce_op, expansion_mode, hccl_op, device, t0, named)
@@ -302,9 +305,14 @@ _PASSED: dict[tuple, list[tuple[tuple, SimReport]]] = {}
 _PASSED_MAX_ACTIONS = 48_000_000
 
 
+#: The (op, machine) the kept plans are of: :func:`check` drops them when it changes.
+_KEPT_FOR: list = [None]
+
+
 def forget_plans() -> None:
     """Drop the plans this process keeps: the plan sets that passed (:data:`_PASSED`), the built plans and the
-    templates' memoised results. A sweep's worker does so between one (op, machine) group and the next."""
+    templates' memoised results. :func:`check` does so when the op or the machine changes (a sweep's next group):
+    they share nothing with the next calls, and a sweep's worker that kept them grew by every group it ran."""
     _PASSED.clear()
     clear_plan_caches()
 

@@ -17,7 +17,7 @@ from typing import Iterable, Iterator, Sequence
 
 from ..core.call import OPS, canonical_op
 from ..plan.api import flat_names, hccl_names, resolve_name
-from .api import VerifyResult, check, forget_plans, hccl_op_name, machine
+from .api import VerifyResult, check, hccl_op_name, machine
 from .cases import calls
 
 __all__ = ["AUTO", "Task", "Outcome", "expand_algos", "make_tasks", "run_tasks", "default_jobs"]
@@ -145,19 +145,15 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
     Consecutive tasks of one op on one machine go to the same worker, so that the algorithms
     among them that build equal plans are simulated once (:func:`~pyhccl.verify.api.check`).
     """
+    if jobs <= 1 or len(tasks) <= 1:
+        yield from map(run_task, tasks)
+        return
     batches: list[list[Task]] = []
     for t in tasks:
         if batches and (batches[-1][0].op, batches[-1][0].topo) == (t.op, t.topo):
             batches[-1].append(t)
         else:
             batches.append([t])
-    if jobs <= 1 or len(tasks) <= 1:
-        for b in batches:
-            try:
-                yield from map(run_task, b)
-            finally:
-                forget_plans()
-        return
     ctx = multiprocessing.get_context("fork")
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_interrupts)
     finished = False
@@ -177,11 +173,7 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
 
 
 def _run_batch(tasks: list[Task]) -> list[Outcome]:
-    """The tasks of one op on one machine; then the plans they kept are dropped (the next group shares none)."""
-    try:
-        return [run_task(t) for t in tasks]
-    finally:
-        forget_plans()
+    return [run_task(t) for t in tasks]
 
 
 def _ignore_interrupts() -> None:
