@@ -110,11 +110,8 @@ class Layout:
             return (self._everyone,)
         g0, g1, g2 = self.groups_of(rank)
         if nlevels == 2 and not self.uniform:
-            # servers of different sizes: level-0 groups cut to gcd(sizes) ranks (topo_host.cc CalcLevel1Nhr;
-            # hccl-templates.md §0.4); gcd 1 leaves one flat level-1 group, HCCL's "NHR-HCF"
-            l0 = math.gcd(*(len(g) for g in self.levels[0]))
-            start = rank - rank % l0
-            return tuple(range(start, start + l0)), tuple(range(rank % l0, self.nranks, l0))
+            l0, cuts, across = self._cut
+            return cuts[rank // l0], across[rank % l0]
         if nlevels == 2:
             return g0, self._same_device[self.coords[rank].device]
         return g0, g1, g2
@@ -123,6 +120,14 @@ class Layout:
     def _everyone(self) -> tuple[int, ...]:
         """Every rank, in order (one tuple that every rank's one-level group shares)."""
         return tuple(range(self.nranks))
+
+    @cached_property
+    def _cut(self) -> tuple[int, list[tuple[int, ...]], list[tuple[int, ...]]]:
+        """Servers of different sizes: level-0 groups cut to gcd(sizes) ranks (topo_host.cc CalcLevel1Nhr;
+        hccl-templates.md §0.4; gcd 1 leaves one flat level-1 group, HCCL's "NHR-HCF"): ``(gcd, the cuts in rank
+        order, the ranks at each position of a cut)``, made once for every rank to share."""
+        l0, n = math.gcd(*(len(g) for g in self.levels[0])), self.nranks     # n: a multiple of l0
+        return l0, [tuple(range(s, s + l0)) for s in range(0, n, l0)], [tuple(range(i, n, l0)) for i in range(l0)]
 
     @cached_property
     def _same_device(self) -> dict[int, tuple[int, ...]]:

@@ -316,13 +316,13 @@ class _Sim:
         """A batch's results: the copies' destination atoms ``d[~red]`` take their sources' values (``origin``:
         what each reads), the reduced atoms ``u`` their new ``card``, ``key`` and ``mask``."""
         g = self.g
-        if len(u):
+        if len(u):              # some atoms reduced (u is empty exactly when red is all False): the rest copied
             copied = ~red
             dc, sc, oc = d[copied], s[copied], origin[copied]
         else:
             dc, sc, oc = d, s, origin
         for f in g.values():
-            if f is not g.origin:
+            if f is not g.origin:       # the origin each copy reads is oc (its source's, shifted)
                 f[dc] = f[sc]
         g.origin[dc] = oc
         g.card[u], g.key[u] = card, key

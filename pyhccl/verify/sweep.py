@@ -144,6 +144,8 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
 
     Consecutive tasks of one op on one machine go to the same worker, so that the algorithms
     among them that build equal plans are simulated once (:func:`~pyhccl.verify.api.check`).
+    Workers ignore Ctrl-C; if the caller stops reading (Ctrl-C, a worker that died) the batches not
+    started are cancelled and the workers ended at once.
     """
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(run_task, tasks)
