@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
+
 from ..ir import Buf, Region, Step, recv, reduce, send
 from ..slices import Slices
 from ._common import reduce_in_rank_order, scratch_slot
@@ -171,36 +173,44 @@ def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
     return [b + 1] * big + [b] * (k - big)
 
 
-def _chunk_rounds(n: int, pos: int, tx: list, rx: list, red: list, full: bool) -> list[Step]:
+def _chunk_rounds(n: int, pos: int, tx: np.ndarray, rx: np.ndarray | None, red: list, full: bool) -> list[Step]:
     """The N-1 MeshChunk rounds of position ``pos``, drawn from the tables of :func:`_chunk_table`.
 
-    Round s = 0..N-2, chunk q = 0..N-2: m = s+q+1, plus one when m >= N; ``tx[pos-m][q]`` (chunk q
-    of slice pos-m, to its owner) goes out, ``rx[pos+m][q]`` (chunk q of my slice, from pos+m)
-    comes in and ``red[q]`` reduces it into my slice. Empty chunks (None) are left out.
+    Round s = 0..N-2, chunk q = 0..N-2: m = s+q+1, plus one when m >= N; ``tx[pos-m, q]`` (chunk q
+    of slice pos-m, to its owner) goes out, ``rx[pos+m, q]`` (chunk q of my slice, from pos+m)
+    comes in and ``red[q]`` reduces it into my slice. Empty chunks (None) are left out. The
+    N^2 picks of a position are made as two array gathers (the rounds of every position hold N^3
+    actions in all).
     """
-    steps = []
     k = n - 1
+    m, q = _chunk_peers(n)
+    out = np.empty((k, k, 2), dtype=object)     # round s: (send, receive) of chunk q, q = 0..k-1
+    out[:, :, 0] = tx[(pos - m) % n, q]
+    if rx is not None:                          # else my slice is empty: nothing comes in
+        out[:, :, 1] = rx[(pos + m) % n, q]
     if full:                                    # no empty chunk
         local = tuple(red)
-        for s in range(k):
-            ms = [s + q + 1 + (s + q + 1 >= n) for q in range(k)]
-            xfer = [a for q, m in enumerate(ms) for a in (tx[(pos - m) % n][q], rx[(pos + m) % n][q])]
-            steps.append(Step(tuple(xfer), local))
-        return steps
-    for s in range(k):
-        xfer, local = [], []
-        for q in range(k):
-            m = s + q + 1
-            m += m >= n
-            a = tx[(pos - m) % n][q]
-            if a is not None:
-                xfer.append(a)
-            b = red[q]
-            if b is not None:
-                xfer.append(rx[(pos + m) % n][q])
-                local.append(b)
-        steps.append(Step(tuple(xfer), tuple(local)))
-    return steps
+        return [Step(tuple(row), local) for row in out.reshape(k, 2 * k).tolist()]
+    keep = np.empty((k, k, 2), dtype=bool)
+    keep[:, :, 0] = _present(tx)[(pos - m) % n, q]
+    keep[:, :, 1] = np.array([b is not None for b in red])[q]     # my chunk q empty: nothing comes in
+    local = tuple(b for b in red if b is not None)
+    out, keep = out.reshape(k, 2 * k), keep.reshape(k, 2 * k)
+    return [Step(tuple(out[s, keep[s]].tolist()), local) for s in range(k)]
+
+
+@lru_cache(maxsize=4)
+def _chunk_peers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(m, q)``, each (N-1) x (N-1): round s, chunk q exchanges with the peers m = s+q+1 (plus one when m >= N)
+    positions away."""
+    s, q = np.indices((n - 1, n - 1))
+    m = s + q + 1
+    return m + (m >= n), q
+
+
+def _present(table: np.ndarray) -> np.ndarray:
+    """Where an object table holds an action (not None)."""
+    return np.frompyfunc(lambda a: a is not None, 1, 1)(table).astype(bool)
 
 
 @lru_cache(maxsize=4)
@@ -214,17 +224,17 @@ def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
             of a strided slice); None: the AllReduce's (count // k, one more for the first count mod k).
 
     Returns:
-        ``(tx, rx, red, full)``: ``tx[j][q]`` sends chunk q of slice j to position j (the same action on
-        every sender); ``rx[j][p][q]`` receives chunk q of position j's slice from position p into
-        the scratch mirror of that slice; ``red[j][q]`` reduces it into the slice. None: an empty chunk;
-        ``full``: there is none.
+        ``(tx, rx, red, full)``: ``tx[j, q]`` (an N x (N-1) object array) sends chunk q of slice j to
+        position j (the same action on every sender); ``rx[j][p, q]`` receives chunk q of position j's
+        slice from position p into the scratch mirror of that slice (``rx[j]`` None: slice j is empty);
+        ``red[j][q]`` reduces it into the slice. None: an empty chunk; ``full``: there is none.
     """
     n, k = len(group), len(group) - 1
-    tx, rx, red, by_shape = [], [], [], {}
+    tx = np.full((n, k), None, dtype=object)
+    red, rx, by_shape = [], [], {}
     for j in range(n):
         r = slices.region(buf, j)
         if r is None:
-            tx.append([None] * k)
             red.append([None] * k)
             rx.append(None)
             continue
@@ -235,13 +245,15 @@ def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
             spans = _chunk_spans(r.count, k, align)
         chunks = [_within(r, off, c) if c else None for off, c in spans]
         scr = [Region(Buf.SCRATCH, scratch + off * r.repeat, c * r.repeat) if c else None for off, c in spans]
-        tx.append([None if c is None else send(group[j], c) for c in chunks])
+        tx[j] = [None if c is None else send(group[j], c) for c in chunks]
         red.append([None if c is None else reduce(c, sc) for c, sc in zip(chunks, scr)])
         shape = tuple(scr)
         if shape not in by_shape:
-            by_shape[shape] = [[None if sc is None else recv(group[p], sc) for sc in scr] for p in range(n)]
+            by_shape[shape] = table = np.full((n, k), None, dtype=object)
+            for p in range(n):
+                table[p] = [None if sc is None else recv(group[p], sc) for sc in scr]
         rx.append(by_shape[shape])
-    return tx, rx, red, all(a is not None for t in tx for a in t)
+    return tx, rx, red, bool(_present(tx).all())
 
 
 def _chunk_spans(count: int, k: int, align: int) -> list[tuple[int, int]]:
