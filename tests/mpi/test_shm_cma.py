@@ -179,7 +179,8 @@ def pushes(call, algo):
 
 
 @pytest.mark.parametrize("op, algo", [("broadcast", "Mesh"), ("broadcast", "MeshTwoShot"), ("reduce", "MeshTwoShot"),
-                                      ("reduce", "Mesh"), ("all_gather", "NB"), ("alltoall", "Pairwise")])
+                                      ("reduce", "Mesh"), ("all_gather", "NB"), ("alltoall", "Pairwise"),
+                                      ("all_gather", "Mesh"), ("alltoall", "Mesh"), ("allreduce", "MeshTwoShot")])
 def test_loads_shared_with_an_idle_source(op, algo):
     """A rank with less work in a step pushes part of a peer's load (process_vm_writev) into the peer's
     buffer: Broadcast's root does at 2 ranks and more. Odd counts, every root, in place, and a peer's
@@ -210,6 +211,20 @@ def test_loads_shared_with_an_idle_source(op, algo):
         if RANK == 0 and algo == "Mesh" and not pushes(call, algo):
             bad.append("the root of a Mesh Broadcast pushes nothing")
     agree_ok(bad)
+
+
+@pytest.mark.skipif(N == 1, reason="one rank reads no peer")
+def test_symmetric_loads_are_pushed_whole():
+    """Where every rank would push as much as it loads (AllGather, AlltoAll, the gather of MeshTwoShot), each
+    source writes its whole block into the loaders' buffers and the loaders read none of it."""
+    for op, algo, count in (("all_gather", "Mesh", 1 << 20), ("alltoall", "Mesh", N << 18),
+                            ("allreduce", "MeshTwoShot", N << 20)):
+        call = Call(op, N, count)
+        plan = compile_shm(call, [build_plan(call, algo, r) for r in range(N)], 4, RANK, True)
+        syncs = [i for i, e in enumerate(plan.program) if e[0] == SYNC]
+        reads = [e for e in plan.program[syncs[-2]:syncs[-1]] if e[0] != SYNC and e[2][0] == PEER]  # last step's
+        assert not reads, (op, reads)
+        assert sorted(e[1][1] for e in pushes(call, algo)) == sorted(set(range(N)) - {RANK}), op
 
 
 @pytest.mark.skipif(N == 1, reason="one rank reads no peer")
