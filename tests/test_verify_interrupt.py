@@ -44,7 +44,7 @@ def _sweep(args: list[str], interrupt: bool = False) -> tuple[int, str, str]:
     """Run ``python args`` in a process group of its own (with ``interrupt``: Ctrl-C to the group once the
     first task has finished); its status and output, once no process of the group is left (no traceback)."""
     proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_interruptible)
     try:
         if interrupt:
             first = proc.stderr.readline()          # the first progress line: a task has finished
@@ -59,6 +59,12 @@ def _sweep(args: list[str], interrupt: bool = False) -> tuple[int, str, str]:
     assert "Traceback" not in err, err[-2000:]
     assert _group_ends(proc.pid), "a worker process outlived the sweep"
     return proc.returncode, out, err
+
+
+def _interruptible() -> None:
+    """In the child: Ctrl-C's default action, as a terminal's foreground job has it. A test run started in the
+    background of a non-interactive shell (``cmd &``) inherits SIGINT ignored, and Python keeps it so."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _group_ends(pgid: int, seconds: float = 10.0) -> bool:
