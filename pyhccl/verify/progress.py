@@ -31,7 +31,7 @@ def weight(t: Task) -> int:
     32 ranks the costs of a call and of a step, which do not shrink with N: fitted on the sweep's task times
     at 8-64 ranks), N/2 times that for the MeshChunk family (N-1 rounds of N-1 chunks on every rank); the
     calls of :func:`default_counts` (fewer above 64 ranks) unless the task names its counts."""
-    n = sum(sum(len(s) for s in pod) for pod in parse_topo(t.topo).layout)
+    n = parse_topo(t.topo).nranks
     w = (len(t.counts) if t.counts else len(default_counts(n))) * n * (n + 32)
     return w * max(1, n // 2) if "Chunk" in t.algo else w
 
@@ -46,7 +46,7 @@ class Progress:
         self.weight_all, self.weight_done = sum(weights) or 1, 0
         self.stream = stream if stream is not None else sys.stderr
         self.start = time.perf_counter() if start is None else start
-        self._shown = 0.0
+        self._shown = float("-inf")          # the first task's line is shown at once
 
     def finish(self, w: int) -> None:
         """A task of weight ``w`` is done."""

@@ -130,8 +130,8 @@ def allreduce_mesh_chunk(group: tuple[int, ...], pos: int, data: Region, *, scra
     if n == 1 or data.count == 0:
         return []
     slices = Slices.ceil(data.offset, data.count, n)
-    tx, rx, red, full = _chunk_table(group, data.buf, slices, scratch, None)
-    return _chunk_rounds(n, pos, tx, rx[pos], red[pos], full) + all_gather_mesh(group, pos, slices, buf=data.buf)
+    tx, has, rx, red = _chunk_table(group, data.buf, slices, scratch, None)
+    return _chunk_rounds(n, pos, tx, has, rx[pos], red[pos]) + all_gather_mesh(group, pos, slices, buf=data.buf)
 
 
 def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, *, buf: Buf = Buf.OUTPUT,
@@ -154,8 +154,8 @@ def reduce_scatter_mesh_chunk(group: tuple[int, ...], pos: int, slices: Slices, 
     n = len(group)
     if n == 1 or slices.total == 0:
         return []
-    tx, rx, red, full = _chunk_table(group, buf, slices, scratch, align)
-    return _chunk_rounds(n, pos, tx, rx[pos], red[pos], full)
+    tx, has, rx, red = _chunk_table(group, buf, slices, scratch, align)
+    return _chunk_rounds(n, pos, tx, has, rx[pos], red[pos])
 
 
 def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
@@ -173,14 +173,14 @@ def mesh_chunk_sizes(count: int, k: int, align: int = 1) -> list[int]:
     return [b + 1] * big + [b] * (k - big)
 
 
-def _chunk_rounds(n: int, pos: int, tx: np.ndarray, rx: np.ndarray | None, red: list, full: bool) -> list[Step]:
+def _chunk_rounds(n: int, pos: int, tx: np.ndarray, has: np.ndarray, rx: np.ndarray | None, red: list) -> list[Step]:
     """The N-1 MeshChunk rounds of position ``pos``, drawn from the tables of :func:`_chunk_table`.
 
     Round s = 0..N-2, chunk q = 0..N-2: m = s+q+1, plus one when m >= N; ``tx[pos-m, q]`` (chunk q
     of slice pos-m, to its owner) goes out, ``rx[pos+m, q]`` (chunk q of my slice, from pos+m)
-    comes in and ``red[q]`` reduces it into my slice. Empty chunks (None) are left out. The
-    N^2 picks of a position are made as two array gathers (the rounds of every position hold N^3
-    actions in all).
+    comes in and ``red[q]`` reduces it into my slice. Empty chunks (None; ``has``: the sends that are
+    not) are left out. The N^2 picks of a position are made as two array gathers (the rounds of every
+    position hold N^3 actions in all).
     """
     k = n - 1
     m, q = _chunk_peers(n)
@@ -188,11 +188,11 @@ def _chunk_rounds(n: int, pos: int, tx: np.ndarray, rx: np.ndarray | None, red: 
     out[:, :, 0] = tx[(pos - m) % n, q]
     if rx is not None:                          # else my slice is empty: nothing comes in
         out[:, :, 1] = rx[(pos + m) % n, q]
-    if full:                                    # no empty chunk
+    if has.all():                               # no empty chunk
         local = tuple(red)
         return [Step(tuple(row), local) for row in out.reshape(k, 2 * k).tolist()]
     keep = np.empty((k, k, 2), dtype=bool)
-    keep[:, :, 0] = _present(tx)[(pos - m) % n, q]
+    keep[:, :, 0] = has[(pos - m) % n, q]
     keep[:, :, 1] = np.array([b is not None for b in red])[q]     # my chunk q empty: nothing comes in
     local = tuple(b for b in red if b is not None)
     out, keep = out.reshape(k, 2 * k), keep.reshape(k, 2 * k)
@@ -208,10 +208,6 @@ def _chunk_peers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return m + (m >= n), q
 
 
-def _present(table: np.ndarray) -> np.ndarray:
-    """Where an object table holds an action (not None)."""
-    return np.frompyfunc(lambda a: a is not None, 1, 1)(table).astype(bool)
-
 
 @lru_cache(maxsize=4)
 def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
@@ -224,10 +220,10 @@ def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
             of a strided slice); None: the AllReduce's (count // k, one more for the first count mod k).
 
     Returns:
-        ``(tx, rx, red, full)``: ``tx[j, q]`` (an N x (N-1) object array) sends chunk q of slice j to
-        position j (the same action on every sender); ``rx[j][p, q]`` receives chunk q of position j's
-        slice from position p into the scratch mirror of that slice (``rx[j]`` None: slice j is empty);
-        ``red[j][q]`` reduces it into the slice. None: an empty chunk; ``full``: there is none.
+        ``(tx, has, rx, red)``: ``tx[j, q]`` (an N x (N-1) object array) sends chunk q of slice j to
+        position j (the same action on every sender), None where that chunk is empty (``has``: where it
+        is not); ``rx[j][p, q]`` receives chunk q of position j's slice from position p into the scratch
+        mirror of that slice (``rx[j]`` None: slice j is empty); ``red[j][q]`` reduces it into the slice.
     """
     n, k = len(group), len(group) - 1
     tx = np.full((n, k), None, dtype=object)
@@ -253,7 +249,7 @@ def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
             for p in range(n):
                 table[p] = [None if sc is None else recv(group[p], sc) for sc in scr]
         rx.append(by_shape[shape])
-    return tx, rx, red, bool(_present(tx).all())
+    return tx, np.frompyfunc(lambda a: a is not None, 1, 1)(tx).astype(bool), rx, red
 
 
 def _chunk_spans(count: int, k: int, align: int) -> list[tuple[int, int]]:

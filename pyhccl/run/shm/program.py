@@ -105,10 +105,8 @@ def shares(ops: list[Any], nsteps: int, least: int) -> dict[int, int]:
     the barriers). The source pushes it into the loader's buffer (``process_vm_writev``) in the same step:
 
     - all of it, in a step whose qualifying loads are symmetric (every rank would push as many elements as it
-      loads: AllGather, AlltoAll): the kernel's write into a peer is the faster way of the two (measured on
-      the 2-core machine, 8 ranks each copying its 2-8 MiB block into the 7 others: 24.0 against 33.8 ms
-      reading them at 64 MiB, 9.0 against 11.7 ms at 16 MiB; at 2 ranks and 4 MiB 0.18 against 0.24 ms), and
-      every rank's work stays the same;
+      loads: AllGather, AlltoAll): the kernel's write into a peer is the faster way of the two
+      (benchmarks/cma_copy.py), and every rank's work stays the same;
     - else a part, from a rank with less work: per step each rank's work is the elements its lanes write (a
       reduce counts 1.5: it reads two); the source takes half the difference, at most all but ``least // 2``.
     """
