@@ -7,9 +7,10 @@ Run under MPI from the repository root, e.g.::
 The pattern is an AllGather's (``SIZE`` bytes of output per rank, one block of SIZE/N per rank): each
 rank either reads the N-1 peers' blocks into its output (``process_vm_readv``, the loader pulls) or
 writes its block into the N-1 peers' outputs (``process_vm_writev``, the owner pushes), one call per
-block or per ``--chunk`` bytes, then copies its own block. Printed per size and way: the slowest rank's
-mean time per round (best of ``--blocks`` blocks of ``--iters`` rounds, each round ended by a barrier)
-and the user and kernel CPU seconds summed over the ranks; then MPI's own Allgather of the same arrays.
+block or per ``--chunk`` bytes, then copies its own block. Printed per size and way: the time per round
+(each ended by a barrier; :func:`pyhccl.bench.driver.time_call`: the median of ``--blocks`` blocks of
+``--iters`` rounds, the slowest rank's mean) and the user and kernel CPU per round summed over the ranks;
+then MPI's own Allgather of the same arrays.
 This is the measurement behind the @shm engine's rule that symmetric loads are pushed
 (:func:`pyhccl.run.shm.program.shares`).
 """
@@ -20,7 +21,6 @@ import argparse
 import os
 import resource
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from mpi4py import MPI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pyhccl.bench.driver import time_call  # noqa: E402
 from pyhccl.core.units import parse_size  # noqa: E402
 from pyhccl.run.shm.cma import Remote, available, reader, writer  # noqa: E402
 
@@ -79,22 +80,15 @@ def main() -> int:
 
 
 def _report(comm, label: str, size: int, run, a) -> None:
-    for _ in range(3):
-        run()
-    best = float("inf")
-    for _ in range(a.blocks):
-        comm.Barrier()
-        r0, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-        for _ in range(a.iters):
-            run()
-        dt = comm.allreduce((time.perf_counter() - t) / a.iters, op=MPI.MAX)
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
-        best = min(best, dt)
-    user = comm.allreduce((r1.ru_utime - r0.ru_utime) / a.iters)
-    kern = comm.allreduce((r1.ru_stime - r0.ru_stime) / a.iters)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    dt = time_call(comm, run, a.iters * a.blocks, 3, blocks=a.blocks)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    calls = a.iters * a.blocks + 3
+    user = comm.allreduce((r1.ru_utime - r0.ru_utime) / calls)
+    kern = comm.allreduce((r1.ru_stime - r0.ru_stime) / calls)
     if comm.Get_rank() == 0:
-        print(f"{comm.Get_size()} ranks {size >> 20:4d} MiB {label}: {best * 1e3:8.2f} ms "
-              f"(last block, summed over ranks: user {user * 1e3:.1f} ms, kernel {kern * 1e3:.1f} ms)", flush=True)
+        print(f"{comm.Get_size()} ranks {size >> 20:4d} MiB {label}: {dt * 1e3:8.2f} ms "
+              f"(per round, summed over ranks: user {user * 1e3:.1f} ms, kernel {kern * 1e3:.1f} ms)", flush=True)
 
 
 if __name__ == "__main__":
