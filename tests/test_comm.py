@@ -132,6 +132,12 @@ def test_bench_usage(capsys):
     assert "unknown benchmark 'allgatherx'; valid: allreduce" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["all_reduce", "AllReduce", "all-reduce"])
+def test_bench_takes_op_names_as_users_spell_them(name, capsys):
+    assert bench_main([name, "-b", "64", "-e", "64", "-n", "1", "-w", "0", "-c", "1"], MPI.COMM_SELF) == 0
+    assert capsys.readouterr().out.startswith("# pyhccl.bench allreduce: ")
+
+
 # -- every method on one rank: results, forms, argument errors ---------------------------------
 
 SELF = MPI.COMM_SELF

@@ -144,3 +144,20 @@ def test_gpu_memory_without_cupy_falls_back(monkeypatch):
     monkeypatch.setattr(gpu, "_cupy_backend", lambda: None)
     assert as_array(Foreign()) is None
     assert allreduce(env(1), Foreign(), np.zeros(4)).startswith("sendbuf has a Foreign, not a buffer")
+
+
+@pytest.mark.parametrize("name, canonical", [
+    ("allreduce", "allreduce"), ("all_reduce", "allreduce"), ("Allreduce", "allreduce"), ("AllReduce", "allreduce"),
+    ("all-reduce", "allreduce"), ("Allgather", "all_gather"), ("all_gather", "all_gather"),
+    ("Reduce_scatter", "reduce_scatter"), ("ReduceScatterV", "reduce_scatter_v"), ("all_to_all", "alltoall"),
+    ("Alltoallv", "alltoallv"), ("Bcast", "broadcast"), ("send_recv", "batch_send_recv"),
+])
+def test_op_names_as_users_spell_them(name, canonical):
+    from pyhccl.core.call import canonical_op
+    assert canonical_op(name) == canonical
+
+
+def test_unknown_op_lists_the_valid_names():
+    from pyhccl.core.call import canonical_op
+    with pytest.raises(ValueError, match="unknown collective 'all_reduc'; valid: allreduce"):
+        canonical_op("all_reduc")

@@ -30,6 +30,9 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -
     argv = list(sys.argv[1:] if argv is None else argv)
     rank = comm.Get_rank()
     try:
+        if argv:        # all_reduce, AllReduce, all-gather, Bcast: as the other commands take op names
+            key = argv[0].lower().replace("_", "").replace("-", "")
+            argv[0] = {"bcast": "broadcast"}.get(key, key) if key in COMMANDS or key == "bcast" else argv[0]
         if not argv or argv[0] not in COMMANDS:
             if argv and argv[0] in ("-h", "--help"):
                 if rank == 0:

@@ -343,9 +343,10 @@ def canonical_op(name: str) -> str:
     if name in OPS:
         return name
     key = name.lower().replace("-", "_")
-    key = _ALIASES.get(key, _ALIASES.get(key.replace("_", ""), key))
-    if key in OPS:
-        return key
+    for k in (key, key.replace("_", "")):       # all_reduce, Allreduce, all-gather, AllGather...
+        k = _ALIASES.get(k, k)
+        if k in OPS:
+            return k
     raise ValueError(f"unknown collective {name!r}; valid: {', '.join(OPS)} (or HCCL's names: "
                      f"{', '.join(HCCL_OPS)})")
 
