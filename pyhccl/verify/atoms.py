@@ -246,6 +246,23 @@ def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarr
     return np.concatenate(out)
 
 
+# coalesce: grids from 2^16 atoms; a sample first above 2^20; merged where a fifth of the atoms go
+_COALESCE_ABOVE, _SAMPLE_ABOVE, _SAMPLE, _WORTH = 1 << 16, 1 << 20, 1 << 14, 0.2
+
+
+class _Uncut(Exception):
+    """Piece ends inside atoms of a coalesced grid (:meth:`Grid.pieces`)."""
+
+    def __init__(self, ends: np.ndarray) -> None:
+        self.ends = ends
+
+
+def _among(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Whether each of ``x`` is in the sorted ``keys``."""
+    at = np.searchsorted(keys, x)
+    return keys.take(np.minimum(at, len(keys) - 1)) == x if len(keys) else np.zeros(len(x), bool)
+
+
 class Grid:
     """The sorted keys that cut every buffer of every rank into atoms, and each atom's value.
 
@@ -262,6 +279,39 @@ class Grid:
         self.mask = np.zeros(n if use_mask else 0, np.int64)
         self.writer = np.full(n, -1, np.int32)
         self.use_mask = use_mask
+        self.loose = False          # True once coalesced: a region's ends may lie inside atoms
+
+    def coalesce(self, keep: np.ndarray) -> int:
+        """Merge each atom into the one before it where it continues that one's data: the same contributions
+        and last writer, its origin where that one's ends; never at the sorted keys ``keep`` (the buffers'
+        bounds), never where no step has written (a rank's input is read, and what is still to be written is
+        written, as cut up front). Returns the number of atoms merged away. Regions whose ends this removes
+        are cut again when they move (:meth:`pair`)."""
+        k = self.keys
+        if len(k) < _COALESCE_ABOVE:        # few atoms: moving them costs less than cutting them again
+            return 0
+        if len(k) > _SAMPLE_ABOVE:      # a sample first: a pass over a large grid that merges little is not worth it
+            at = np.random.default_rng(len(k)).integers(0, len(k) - 1, _SAMPLE)
+            if self._continues(at).mean() < _WORTH:
+                return 0
+        merged = np.flatnonzero(self._continues(np.arange(len(k) - 1))) + 1
+        merged = merged[~_among(k[merged], keep)]
+        if len(merged) < _WORTH * len(k):
+            return 0
+        stay = np.ones(len(k), bool)
+        stay[merged] = False
+        for name in ("keys", "card", "key", "origin", "writer") + (("mask",) if self.use_mask else ()):
+            setattr(self, name, getattr(self, name)[stay])
+        self.loose = True
+        return len(merged)
+
+    def _continues(self, at: np.ndarray) -> np.ndarray:
+        """Whether atom ``at + 1`` continues atom ``at``'s value (:meth:`coalesce`)."""
+        b = at + 1
+        same = (self.card[b] == self.card[at]) & (self.key[b] == self.key[at]) & (self.writer[b] == self.writer[at])
+        if self.use_mask:
+            same &= self.mask[b] == self.mask[at]
+        return same & (self.writer[b] >= 0) & (self.origin[b] == self.origin[at] + self.keys[b] - self.keys[at])
 
     def values(self) -> list[np.ndarray]:
         """The fields a copy moves."""
@@ -269,9 +319,7 @@ class Grid:
 
     def refine(self, new: np.ndarray) -> None:
         """Cut the atoms at the keys ``new`` (the pieces keep their values, their origins move on)."""
-        new = unique(new)
-        at = np.searchsorted(self.keys, new)
-        new = new[self.keys[np.minimum(at, len(self.keys) - 1)] != new]
+        new = unique(new[~_among(new, self.keys)])
         if not len(new):
             return
         pos = np.searchsorted(self.keys, new) + np.arange(len(new))
@@ -302,8 +350,7 @@ class Grid:
             one = not miss.any()
             if not one:
                 hi0[miss] = search(keys, end[miss])
-            if ((keys.take(lo0, mode="clip") != side.key) | (keys.take(hi0, mode="clip") != end)).any():
-                raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+            self._cut_at(np.r_[side.key, end], np.r_[keys.take(lo0, mode="clip"), keys.take(hi0, mode="clip")])
             return lo0, hi0, side.key, one
         w = search(keys, side.key + side.cnt) - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
@@ -319,9 +366,8 @@ class Grid:
             miss = (keys.take(clo, mode="clip") != ckb) | (keys.take(chi, mode="clip") != cke) | (chi >= len(keys))
             if miss.any():
                 clo[miss], chi[miss] = search(keys, ckb[miss]), search(keys, cke[miss])
-                if ((keys.take(clo[miss], mode="clip") != ckb[miss])
-                        | (keys.take(chi[miss], mode="clip") != cke[miss])).any():
-                    raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+                self._cut_at(np.r_[ckb[miss], cke[miss]],
+                             np.r_[keys.take(clo[miss], mode="clip"), keys.take(chi[miss], mode="clip")])
                 one = one and bool((chi - clo == 1).all())
             else:
                 one = one and bool((w[m] == 1).all())
@@ -330,6 +376,14 @@ class Grid:
             p = int(first[a])
             lo[p:p + len(clo)], hi[p:p + len(clo)], kb[p:p + len(clo)] = clo, chi, ckb
         return lo, hi, kb, one
+
+    def _cut_at(self, ends: np.ndarray, found: np.ndarray) -> None:
+        """Raise :class:`_Uncut` with the piece ``ends`` the grid lacks (``found``: the keys found for them)."""
+        lacking = found != ends
+        if lacking.any():
+            if not self.loose:
+                raise AssertionError("a piece's ends are not atom boundaries (not cut up front?)")
+            raise _Uncut(ends[lacking])
 
     def locate(self, side: Moves, found: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Atom indices of every move of ``side`` in stream order, their move, and each atom's stream offset
@@ -347,7 +401,12 @@ class Grid:
         An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
         an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
-        found_a, found_b = self.pieces(a), self.pieces(b)
+        while True:
+            try:
+                found_a, found_b = self.pieces(a), self.pieces(b)
+                break
+            except _Uncut as uncut:        # ends that a coalesce merged away: cut there again
+                self.refine(uncut.ends)
         la, _, _, one_a = found_a
         lb, _, _, one_b = found_b
         if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom

@@ -28,7 +28,7 @@ import numpy as np
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
-from .atoms import REDUCE, Grid, PlanArrays, batches, cut_keys, rank_keys, ranges
+from .atoms import REDUCE, Grid, PlanArrays, batches, cut_keys, progressions, rank_keys, ranges, unique
 from . import memory
 from .checks import Checks
 from .heap import heap
@@ -39,6 +39,7 @@ __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 _MASK_MAX_RANKS = 64
 _KEY_LIMIT = 2**62
 _POST_BATCH = 1 << 23      # output atoms checked at a time
+_COALESCE_EVERY = 8         # steps between tries to merge atoms (doubled after a try that merges little)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,7 @@ class _Sim:
         held = memory.resident()
         memory.require(what, memory.CUT_BYTES_PER_END * (2 * int(regions[2].sum()) + len(extra)))
         keys = cut_keys(*regions, extra)
+        self.bounds = unique(np.concatenate([starts, starts + self.sizes[bids % 3]]))
         del regions, extra
         memory.require(what, held - memory.resident() + (memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask) * len(keys))
         self.g = g = Grid(keys, self.use_mask)
@@ -175,7 +177,11 @@ class _Sim:
     # -- run ------------------------------------------------------------------------------
     def run(self) -> SimReport:
         ops = self.ops
+        every = due = _COALESCE_EVERY
         for t in range(ops.nsteps):
+            if t == due:            # merge the atoms that hold one value: later steps move fewer
+                every = every if self.g.coalesce(self.bounds) else 2 * every
+                due = t + every
             self.step = t
             self.checks.before_transfers(t)
             self.transfers(t)
@@ -188,6 +194,10 @@ class _Sim:
                     raise AssertionError(f"step {t}: merged local operations flagged a fault that replaying "
                                          f"them one at a time does not raise")
         self.step = ops.nsteps
+        if self.g.loose:
+            post = self.post
+            first = progressions(self.post_lo, post.cnt, post.rep)
+            self.g.refine(np.concatenate([first, first + np.repeat(post.cnt, post.rep)]))
         self.check_post()
         xfer = ops.local == 0
         rounds = np.unique(ops.rank[xfer] * (ops.nsteps + 1) + ops.step[xfer]) // (ops.nsteps + 1)
