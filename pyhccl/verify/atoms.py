@@ -322,15 +322,23 @@ class Grid:
         new = unique(new[~_among(new, self.keys)])
         if not len(new):
             return
-        pos = np.searchsorted(self.keys, new) + np.arange(len(new))
-        keys = np.insert(self.keys, pos - np.arange(len(new)), new)
-        fresh = np.zeros(len(keys), bool)
-        fresh[pos] = True
-        src = np.cumsum(~fresh) - 1
-        for name in ("card", "key", "origin", "writer") + (("mask",) if self.use_mask else ()):
-            setattr(self, name, getattr(self, name)[src])
-        self.origin += keys - self.keys[src]
-        self.keys = keys
+        at = np.searchsorted(self.keys, new)
+        cut = at - 1                                # the atom each new key cuts
+        pos = at + np.arange(len(new))              # where the new keys go
+        old = np.ones(len(self.keys) + len(new), bool)
+        old[pos] = False
+
+        def spread(values: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+            out = np.empty(len(old), values.dtype)
+            out[old] = values
+            out[pos] = fresh
+            return out
+
+        for name in ("card", "key", "writer") + (("mask",) if self.use_mask else ()):
+            values = getattr(self, name)
+            setattr(self, name, spread(values, values[cut]))
+        self.origin = spread(self.origin, self.origin[cut] + new - self.keys[cut])
+        self.keys = spread(self.keys, new)
 
     def pieces(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
