@@ -1,4 +1,4 @@
-"""The simulator's data: every rank's plan as flat arrays, and one atom grid over every buffer of every rank.
+"""The simulator's atoms: one grid of keys over every buffer of every rank (the plans' rows: :mod:`.rows`).
 
 Buffer ``b`` of rank ``r`` (in 0, out 1, scr 2) is ``bid = 3 r + b``; element ``x`` of it has the
 key ``r * span + at[b] + x`` (a rank's input, output and scratch one after the other, ``span`` keys a
@@ -9,28 +9,17 @@ The grid is cut once, before the run, at both ends of every piece of every regio
 reduce or copy) two sides atom by atom of the destination, each reading the source atom that
 holds it, and cuts the destination only where it would take data from two source atoms, so
 that the simulator (:mod:`pyhccl.verify.sim`) moves values with numpy indexing, every rank at once.
+Between steps :meth:`Grid.coalesce` merges atoms that hold one run of data, and a move cuts them
+again where it needs.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import chain
-from operator import attrgetter
-from types import SimpleNamespace
-from typing import Sequence
 
 import numpy as np
 
-from ..plan.ir import Buf, Kind, Plan
-
-__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "rank_keys", "ranges", "progressions",
-           "batches", "unique", "cut_keys", "Grid"]
-
-BUF_NAMES = ("in", "out", "scr")
-_BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
-SEND, RECV, REDUCE, COPY = range(4)
-_NO_REGION = SimpleNamespace(buf=None, offset=0, count=0, repeat=1, stride=None)
-_KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
+__all__ = ["Moves", "rank_keys", "ranges", "progressions", "batches", "unique", "cut_keys", "Grid"]
 
 
 @lru_cache(maxsize=8)
@@ -70,98 +59,6 @@ def batches(sizes: np.ndarray, limit: int, at: np.ndarray | None = None) -> list
     cuts = np.unique(at[np.searchsorted(start[at], np.arange(0, int(start[-1] + sizes[-1]) + 1, limit),
                                         side="right") - 1])
     return list(zip(cuts.tolist(), np.r_[cuts[1:], len(sizes)].tolist()))
-
-
-class PlanArrays:
-    """Every action of every plan, one row each, ordered by (step, rank, transfers before locals, index).
-
-    Columns: ``step, rank, local (0/1), index, kind, peer``, and per side (``s`` source, ``d``
-    destination; a send has only a source, a receive only a destination) ``buf, off, cnt, rep,
-    stride`` (``buf`` -1 where the action has no such region, ``stride`` 0 for one piece). In
-    place, input regions are rewritten into the output buffer at the rank's ``shift``.
-    """
-
-    def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
-        """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
-        parts = [x for p in plans for s in p.steps for x in (s.transfers, s.local)]
-        nsteps = np.array([len(p.steps) for p in plans], dtype=np.int64)
-        step_of_part = np.arange(len(parts)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * nsteps)
-        by_step = np.argsort(step_of_part, kind="stable")      # (step, rank, transfers | locals): the rows' order
-        parts = [parts[i] for i in by_step.tolist()]
-        sizes = np.fromiter(map(len, parts), np.int64, len(parts))
-        if reserve is not None:
-            reserve(int(sizes.sum()))
-        self._acts = acts = list(chain.from_iterable(parts))
-        self.step = np.repeat(step_of_part[by_step], sizes)
-        self.rank = np.repeat(np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * nsteps)[by_step], sizes)
-        self.local = np.repeat(by_step % 2, sizes)
-        self.index = np.arange(len(acts)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        # plans share action objects (templates are memoised): read each distinct one once
-        ids = np.fromiter(map(id, acts), np.int64, len(acts))
-        _, first, at = np.unique(ids, return_index=True, return_inverse=True)
-        distinct = [acts[i] for i in first.tolist()]
-        at = at.reshape(-1)
-        kind = _ints(distinct, "kind", _KIND)
-        peer = np.full(len(distinct), -1, np.int64)         # read where a transfer needs one
-        xfer = np.flatnonzero((kind == SEND) | (kind == RECV))
-        peer[xfer] = _ints([distinct[i] for i in xfer.tolist()], "peer")
-        self.kind, self.peer = kind[at], peer[at]
-        moved = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
-        self.src = _side(list(map(_GET["src"], distinct)), at, moved)
-        self.dst = _side(list(map(_GET["dst"], distinct)), at, moved)
-        self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
-        self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
-
-    def action(self, row: int):
-        """The IR action of ``row`` (for messages)."""
-        return self._acts[row]
-
-
-def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":
-    """The regions (None for none) as a :class:`Side`, rows in ``order``; in place (``shift``: each row's rank's
-    input offset in the output), input regions rewritten into the output."""
-    rs = [r or _NO_REGION for r in regions]
-    buf = _ints(rs, "buf", _BUF)[order]
-    off = _ints(rs, "offset")[order]
-    if shift is not None:
-        aliased = buf == 0
-        buf[aliased] = 1
-        off[aliased] += shift[aliased]
-    rep = _ints(rs, "repeat")
-    stride = np.zeros(len(rs), np.int64)                    # None (one piece) but where repeat > 1
-    multi = np.flatnonzero(rep > 1)
-    stride[multi] = _ints([rs[i] for i in multi.tolist()], "stride")
-    return Side(buf, off, _ints(rs, "count")[order], rep[order], stride[order])
-
-
-_GET = {f: attrgetter(f) for f in ("kind", "peer", "src", "dst", "buf", "offset", "count", "repeat", "stride")}
-
-
-def _ints(objs: list, field: str, code: dict | None = None) -> np.ndarray:
-    """Attribute ``field`` of every object (through ``code`` where given) as int64, read in C; where any is
-    None or not in ``code`` (a malformed plan), read one at a time, with -1 for those."""
-    try:
-        values = map(_GET[field], objs)
-        return np.fromiter(values if code is None else map(code.__getitem__, values), np.int64, len(objs))
-    except (TypeError, KeyError):
-        values = map(_GET[field], objs)
-        if code is not None:
-            values = (code.get(v) for v in values)
-        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
-
-
-class Side:
-    """Regions as arrays: buffer code, offset, piece count, pieces, stride (rows of :class:`PlanArrays`)."""
-
-    def __init__(self, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray,
-                 stride: np.ndarray) -> None:
-        self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
-        self.size = cnt * rep
-        self.end = off + stride * (rep - 1) + cnt          # one past the last element
-
-    def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
-        """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""
-        return Moves(base + self.off[rows], self.cnt[rows], self.rep[rows], self.stride[rows])
 
 
 class Moves:

@@ -15,7 +15,8 @@ import weakref
 import numpy as np
 
 from ..plan.ir import Buf, Region
-from .atoms import BUF_NAMES, COPY, RECV, REDUCE, SEND, Moves, PlanArrays
+from .atoms import Moves
+from .rows import BUF_NAMES, COPY, RECV, REDUCE, SEND, PlanArrays
 
 __all__ = ["Checks", "region_text"]
 

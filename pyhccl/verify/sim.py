@@ -6,7 +6,7 @@ the same step, in the same order per pair of ranks, so nothing deadlocks; (b) ev
 element ends holding exactly the contributions the collective's OpSpec demands, each once.
 
 It works on regions, not elements, and on arrays, not Python objects: the plans are flattened
-into one row per action (:class:`~pyhccl.verify.atoms.PlanArrays`), every buffer of every rank
+into one row per action (:class:`~pyhccl.verify.rows.PlanArrays`), every buffer of every rank
 is cut into atoms at the boundaries the plans use (one sorted grid of keys), and a step of every
 rank is a few numpy operations over the atoms it moves. An atom's symbolic value is (number of
 contributions, wrapping sum of per-rank random 64-bit keys, the exact set of ranks as a bit set
@@ -28,7 +28,8 @@ import numpy as np
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
-from .atoms import REDUCE, Grid, PlanArrays, batches, cut_keys, progressions, rank_keys, ranges, unique
+from .atoms import Grid, batches, cut_keys, progressions, rank_keys, ranges, unique
+from .rows import REDUCE, PlanArrays
 from . import memory
 from .checks import Checks
 from .heap import heap
