@@ -241,7 +241,8 @@ class Grid:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
         whether every piece is one atom.
 
-        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all). A move's first
+        Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all; after a
+        :meth:`coalesce`, the ends it lacks are raised as :class:`_Uncut` for :meth:`pair` to cut). A move's first
         key is searched for; where every move is one piece, its end is guessed one atom on, else its pieces
         are guessed to lie as its first one does, the same number of atoms apart. A guess is checked against
         the keys; pieces where it fails are searched for.
