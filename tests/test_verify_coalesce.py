@@ -30,6 +30,7 @@ def _values(g: Grid, lo: int, hi: int) -> list[tuple[int, ...]]:
 
 @pytest.fixture(autouse=True)
 def _any_grid(monkeypatch):
+    """Merge grids of any size (the simulator leaves those under 2^16 atoms alone)."""
     monkeypatch.setattr(atoms, "_COALESCE_ABOVE", 0)
 
 
@@ -90,7 +91,6 @@ def _faults(plans):
 def _outcome(plans, call, every, monkeypatch):
     monkeypatch.setattr(sim, "_COALESCE_EVERY", every)
     monkeypatch.setattr(atoms, "_WORTH", 0.0)
-    monkeypatch.setattr(atoms, "_COALESCE_ABOVE", 0)
     try:
         simulate(plans, call)
     except SimulationError as e:
