@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 from mpi4py import MPI
 
-from ..core.call import OPS
+from ..core.call import OPS, canonical_op
 from .collective import BENCH_OPS, run
 from ..core.settings import ub_transfer_bytes
 from ..topo import comm_topology
@@ -24,15 +24,24 @@ COMMANDS: dict[str, Callable] = {name: partial(run, name) for name in BENCH_OPS}
 _USAGE = f"usage: python -m pyhccl.bench {{{','.join(COMMANDS)}}} [options]   (-h for the options)"
 
 
+def _command(name: str) -> str:
+    """The benchmark for an op as the other commands take it (``all_reduce``, ``AllReduce``, ``Bcast``:
+    :func:`~pyhccl.core.call.canonical_op`); ``name`` itself where none is."""
+    try:
+        command = canonical_op(name).replace("_", "")
+    except ValueError:
+        return name
+    return command if command in COMMANDS else name
+
+
 def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm | None = None) -> int:
     """Run one benchmark; rank 0 prints. Returns the exit status (1 if any data was wrong, 2 on a usage error)."""
     comm = MPI.COMM_WORLD if comm is None else comm
     argv = list(sys.argv[1:] if argv is None else argv)
     rank = comm.Get_rank()
     try:
-        if argv:        # all_reduce, AllReduce, all-gather, Bcast: as the other commands take op names
-            key = argv[0].lower().replace("_", "").replace("-", "")
-            argv[0] = {"bcast": "broadcast"}.get(key, key) if key in COMMANDS or key == "bcast" else argv[0]
+        if argv:
+            argv[0] = _command(argv[0])
         if not argv or argv[0] not in COMMANDS:
             if argv and argv[0] in ("-h", "--help"):
                 if rank == 0:

@@ -208,7 +208,6 @@ def _chunk_peers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return m + (m >= n), q
 
 
-
 @lru_cache(maxsize=4)
 def _chunk_table(group: tuple[int, ...], buf: Buf, slices, scratch: int,
                  align: int | None) -> tuple[list, list, list, bool]:
