@@ -169,8 +169,9 @@ class Grid:
     step that wrote it, -1 for none).
     """
 
-    def __init__(self, keys: np.ndarray, use_mask: bool) -> None:
+    def __init__(self, keys: np.ndarray, use_mask: bool, reserve=None) -> None:
         self.keys = keys
+        self.reserve = reserve      # called with the atoms a cut adds and the grid's, before the cut
         n = len(keys)
         self.card, self.key, self.origin = (np.zeros(n, np.int64) for _ in range(3))
         self.mask = np.zeros(n if use_mask else 0, np.int64)
@@ -205,7 +206,7 @@ class Grid:
     def _continues(self, at: np.ndarray) -> np.ndarray:
         """Whether atom ``at + 1`` continues atom ``at``'s value (:meth:`coalesce`)."""
         b = at + 1
-        same = (self.card[b] == self.card[at]) & (self.key[b] == self.key[at]) & (self.writer[b] == self.writer[at])
+        same = (self.card[b] == self.card[at]) & (self.key[b] == self.key[at])
         if self.use_mask:
             same &= self.mask[b] == self.mask[at]
         return same & (self.writer[b] >= 0) & (self.origin[b] == self.origin[at] + self.keys[b] - self.keys[at])
@@ -216,26 +217,32 @@ class Grid:
 
     def refine(self, new: np.ndarray) -> None:
         """Cut the atoms at the keys ``new`` (the pieces keep their values, their origins move on)."""
-        new = unique(new[~_among(new, self.keys)])
+        keys = self.keys
+        if len(new) > 1 and not (new[1:] > new[:-1]).all():
+            new = unique(new)
+        if len(new) > len(keys):        # many new keys (a step's cuts on a grid cut by step): the grid's among them
+            at = np.searchsorted(new, keys)
+            have = new.take(np.minimum(at, len(new) - 1)) == keys
+            if have.any():
+                new = np.delete(new, at[have])
+                at = np.searchsorted(new, keys)
+            inside = np.diff(np.r_[at, len(new)])          # new keys in each atom
+        else:
+            new = new[~_among(new, keys)]
+            inside = np.bincount(np.searchsorted(keys, new) - 1, minlength=len(keys))
         if not len(new):
             return
-        at = np.searchsorted(self.keys, new)
-        cut = at - 1                                # the atom each new key cuts
-        pos = at + np.arange(len(new))              # where the new keys go
-        old = np.ones(len(self.keys) + len(new), bool)
-        old[pos] = False
-
-        def spread(values: np.ndarray, fresh: np.ndarray) -> np.ndarray:
-            out = np.empty(len(old), values.dtype)
-            out[old] = values
-            out[pos] = fresh
-            return out
-
+        if self.reserve is not None:
+            self.reserve(len(new), len(keys))
+        cut = np.repeat(np.arange(len(keys)), inside + 1)         # every atom of the new grid: the one it cuts
+        pos = np.arange(len(new)) + np.repeat(np.arange(1, len(keys) + 1), inside)     # where the new keys go
         for name in ("card", "key", "writer") + (("mask",) if self.use_mask else ()):
-            values = getattr(self, name)
-            setattr(self, name, spread(values, values[cut]))
-        self.origin = spread(self.origin, self.origin[cut] + new - self.keys[cut])
-        self.keys = spread(self.keys, new)
+            setattr(self, name, getattr(self, name)[cut])
+        self.keys = keys = keys[cut]
+        origin = self.origin[cut]
+        origin[pos] += new - keys[pos]
+        keys[pos] = new
+        self.origin = origin
 
     def pieces(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and

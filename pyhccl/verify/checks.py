@@ -188,19 +188,24 @@ class Checks:
         s = (self.ops.src, self.ops.dst)[side]
         return s.take(rows, self.sim.base(owner, s.buf[rows]))
 
-    def regions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every region that may run, both sides: ``(first key, count, repeat, stride)`` (for the grid's cuts).
+    def regions(self, first: int = 0, last: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every region that may run in steps ``first`` to ``last`` (default: every step), both sides:
+        ``(first key, count, repeat, stride)`` (for the grid's cuts).
 
         A move from several pieces into one contiguous region adds that region cut as the source's
         pieces end, so that :meth:`~pyhccl.verify.atoms.Grid.pair` need not cut the grid (a copy of
         it) while running."""
         ops, cols = self.ops, []
+        last = ops.nsteps - 1 if last is None else last
+        lo, hi = ops.step_start[first], ops.step_start[last + 1]
         for i in (0, 1):
-            rows = np.flatnonzero(self.inside[i])
+            rows = lo + np.flatnonzero(self.inside[i][lo:hi])
             m = self.moves(rows, i, ops.rank[rows])
             cols.append((m.key, m.cnt, m.rep, m.stride))
-        moving = self.lrows[~self.lstatic]
-        for a, b in ((self.sends, self.recvs), (moving, moving)):
+        moving = self.lrows[self.lstart[first]:self.lstart[last + 1]]
+        moving = moving[~self.lstatic[self.lstart[first]:self.lstart[last + 1]]]
+        xs = slice(self.xstart[first], self.xstart[last + 1])
+        for a, b in ((self.sends[xs], self.recvs[xs]), (moving, moving)):
             gather = (ops.src.rep[a] > 1) & (ops.dst.rep[b] == 1)
             a, b = a[gather], b[gather]
             m = self.moves(b, 1, ops.rank[b])

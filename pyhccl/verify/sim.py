@@ -28,36 +28,21 @@ import numpy as np
 from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
-from .atoms import Grid, batches, cut_keys, progressions, rank_keys, ranges, unique
+from .atoms import Grid, cut_keys, progressions, rank_keys, ranges, unique
 from .rows import REDUCE, PlanArrays
 from . import memory
 from .checks import Checks
 from .heap import heap
 from .post import post_arrays, post_rows
+from .report import Mismatch, ranks_text, wrong_ranges
 
 __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 
 _MASK_MAX_RANKS = 64
 _KEY_LIMIT = 2**62
-_POST_BATCH = 1 << 23      # output atoms checked at a time
 _COALESCE_EVERY = 8         # steps between tries to merge atoms (doubled after a try that merges little)
-
-
-@dataclass(frozen=True, slots=True)
-class Mismatch:
-    """One output range that does not hold what it must."""
-
-    rank: int
-    buf: str
-    lo: int
-    hi: int
-    expected: str
-    got: str
-    step: int | None
-
-    def __str__(self) -> str:
-        at = f" (last written at step {self.step})" if self.step is not None and self.step >= 0 else ""
-        return f"rank {self.rank} {self.buf}[{self.lo}:{self.hi}]: expected {self.expected}, got {self.got}{at}"
+_CUT_BY_STEP = 1 << 18      # piece ends a step from which the grid is cut step by step, not all up front,
+_CUT_REST = 8               # until it has an eighth as many atoms as ends (a fifth to an eighth of the full cut)
 
 
 class SimulationError(Exception):
@@ -105,11 +90,26 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     if isinstance(call, OpSpec):
         call = Call(call.name, len(plans), count or 0, in_place=in_place)
     with heap():
-        return _Sim(plans, call, seed).run()
+        sim = _Sim(plans, call, seed)
+        try:
+            return sim.run()
+        except SimulationError as e:
+            if not (e.mismatches and (sim.late or sim.g.loose)):
+                raise
+            found = e.with_traceback(None)      # (its frames would keep the grid alive)
+        # the output ranges reported depend on where the grid was cut: reported as the grid cut up front reports them
+        del sim
+        try:
+            _Sim(plans, call, seed, exact=True).run()
+        except SimulationError as exact:
+            raise exact.with_traceback(None) from None
+        except memory.MemoryBudgetError:
+            pass
+        raise found
 
 
 class _Sim:
-    def __init__(self, plans: Sequence[Plan], call: Call, seed: int) -> None:
+    def __init__(self, plans: Sequence[Plan], call: Call, seed: int, exact: bool = False) -> None:
         self.plans, self.call = plans, call
         self.n = n = len(plans)
         if n != call.nranks:
@@ -152,12 +152,24 @@ class _Sim:
         extra = np.concatenate([starts, starts + self.sizes[bids % 3], self.init[0], self.init[1],
                                 self.post_lo, self.post_lo + post.cnt * post.rep])
         held = memory.resident()
-        memory.require(what, memory.CUT_BYTES_PER_END * (2 * int(regions[2].sum()) + len(extra)))
-        keys = cut_keys(*regions, extra)
+        ends = 2 * int(regions[2].sum()) + len(extra)
+        # many ends a step: each step cuts the grid where it moves data, so that atoms a later step cuts finer
+        # are not moved finer before it (a level's reduce-scatter on the blocks that the next level splits);
+        # with many steps (MeshChunk's N^2 rounds) each step's cut, a pass over the grid, costs more than that
+        self.late = self.by_step = not exact and ends >= _CUT_BY_STEP * max(ops.nsteps, 1)
+        self.cut_rest = ends // _CUT_REST
+        if self.late:
+            keys = unique(extra)
+        else:
+            memory.require(what, memory.CUT_BYTES_PER_END * ends)
+            keys = cut_keys(*regions, extra)
         self.bounds = unique(np.concatenate([starts, starts + self.sizes[bids % 3]]))
         del regions, extra
         memory.require(what, held - memory.resident() + (memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask) * len(keys))
-        self.g = g = Grid(keys, self.use_mask)
+        self.exact = exact
+        per_atom = memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask
+        self.g = g = Grid(keys, self.use_mask, reserve=lambda atoms, held: memory.require(   # (no cycle through self)
+            what, per_atom * atoms + 16 * held))
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
         r = self.init[2][who]
         g.card[idx] = 1
@@ -180,10 +192,12 @@ class _Sim:
         ops = self.ops
         every = due = _COALESCE_EVERY
         for t in range(ops.nsteps):
-            if t == due:            # merge the atoms that hold one value: later steps move fewer
+            if t == due and not self.exact:     # merge the atoms that hold one value: later steps move fewer
                 every = every if self.g.coalesce(self.bounds) else 2 * every
                 due = t + every
             self.step = t
+            if self.by_step:
+                self.cut(t)     # (sets by_step False once it has cut every step left)
             self.checks.before_transfers(t)
             self.transfers(t)
             for batch in self.checks.local_batches(t):
@@ -207,6 +221,16 @@ class _Sim:
         np.add.at(sent, ops.rank[sends], ops.src.size[sends])
         return SimReport(self.n, int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0)),
                          len(self.g.keys) - 3 * self.n)
+
+    def cut(self, t: int) -> None:
+        """Cut the grid at both ends of every piece step ``t`` moves; once the grid has most of its atoms,
+        at those of every step left (a step's search for its few new ends costs more than moving them)."""
+        if len(self.g.keys) >= self.cut_rest:
+            self.by_step = False
+        regions = self.checks.regions(t, None if not self.by_step else t)
+        if len(regions[0]):
+            memory.require(self.what, memory.CUT_BYTES_PER_END * 2 * int(regions[2].sum()))
+            self.g.refine(cut_keys(*regions, np.empty(0, np.int64)))
 
     def transfers(self, t: int) -> None:
         srows, drows, a, b = self.checks.transfer_moves(t)
@@ -305,7 +329,7 @@ class _Sim:
             if self.use_mask:
                 both = np.where(red, g.mask[d] & g.mask[s], 0)
                 flags.append((both != 0, lambda a, j: f"'{a}' counts the contribution of ranks "
-                                                      f"{_ranks(np.bitwise_or.reduce(both[m == j]))} twice"))
+                                                      f"{ranks_text(np.bitwise_or.reduce(both[m == j]))} twice"))
             flags.append((red & (g.card[d] + g.card[s] > self.n),
                           lambda a, j: f"'{a}' gives more than {self.n} contributions: some counted twice"))
         first, what = None, None
@@ -343,31 +367,7 @@ class _Sim:
 
     # -- the postcondition ----------------------------------------------------------------
     def check_post(self) -> None:
-        g, v, post = self.g.keys, self.g, self.post
-        bad: list[Mismatch] = []
-        per: dict[tuple[int, int], int] = {}
-        stop_rank = None
-        for idx, c, i, lo in self.wrong_atoms():
-            for a, ci, ii, start in zip(idx.tolist(), c.tolist(), i.tolist(), lo.tolist()):
-                r = int(post.rank[ci])
-                if stop_rank is not None and r != stop_rank:
-                    break
-                if per.get((ci, ii), 0) >= 8:
-                    continue
-                per[ci, ii] = per.get((ci, ii), 0) + 1
-                card, key, mask = (int(x) for x in post.expect[post.sid[ci] + ii * post.sid_step[ci]])
-                base = int(self.base(r, 1))
-                end = min(int(g[a + 1]), int(self.post_lo[ci] + (ii + 1) * post.cnt[ci])) - base
-                got = self.describe(int(v.card[a]), int(v.mask[a]) if self.use_mask else 0,
-                                    int(v.origin[a]) - int(g[a] - base), key_ok=bool(v.key[a] == key))
-                shift = int(post.shift[ci] + ii * post.shift_step[ci])
-                bad.append(Mismatch(r, "out", start - base, end, self.describe(card, mask, shift), got,
-                                    int(v.writer[a])))
-                if len(bad) >= 32:
-                    stop_rank = r
-            else:
-                continue
-            break
+        bad = wrong_ranges(self)
         if not bad:
             return
         first = bad[0]
@@ -376,45 +376,3 @@ class _Sim:
         msg = (f"{len(bad)}{'+' if len(bad) >= 32 else ''} output ranges wrong; first: {first}\n"
                + "\n".join(f"  {m}" for m in bad[1:6]))
         raise SimulationError(msg, mismatches=bad, step=first.step, rank=first.rank, grid=grid)
-
-    def wrong_atoms(self):
-        """The output atoms that do not hold what the postcondition demands, in (rank, offset) order, a batch
-        of rows (about ``_POST_BATCH`` atoms) at a time: ``(atom, row, its contribution in the row, the key
-        the atom's check starts at)``. An atom that runs over the end of its contribution is wrong: the
-        next contribution in a row is another set."""
-        post, g, v = self.post, self.g.keys, self.g
-        lo = self.post_lo
-        first, past = np.searchsorted(g, lo), np.searchsorted(g, lo + post.cnt * post.rep)
-        for a, b in batches(past - first, _POST_BATCH):
-            idx, c = ranges(first[a:b], past[a:b])
-            c += a
-            u = g[idx] - lo[c]                     # the atom's offset in its row
-            cnt = post.cnt[c]
-            i = u // cnt
-            e = post.sid[c] + i * post.sid_step[c]
-            out = u + post.off[c]                  # its output index
-            ok = ((v.card[idx] == post.expect[e, 0]) & (v.key[idx] == post.expect[e, 1])
-                  & (v.origin[idx] == out + post.shift[c] + i * post.shift_step[c]))
-            if self.use_mask:
-                ok &= v.mask[idx] == post.expect[e, 2]
-            over = ok & (g[idx + 1] - lo[c] > (i + 1) * cnt)      # right up to the next contribution: wrong there
-            wrong = np.flatnonzero(~ok | over)
-            if len(wrong):
-                i = i[wrong] + over[wrong]
-                c = c[wrong]
-                yield idx[wrong], c, i, np.maximum(g[idx[wrong]], lo[c] + i * post.cnt[c])
-
-    def describe(self, card: int, mask: int, shift: int, key_ok: bool | None = None) -> str:
-        if card == 0:
-            return "no data"
-        who = f"ranks {_ranks(mask)}" if self.use_mask else f"{card} contributions"
-        if self.use_mask is False and key_ok is False:
-            who += " (not the right ranks)"
-        return f"{who} of input index +{shift}" if shift >= 0 else f"{who} of input index {shift}"
-
-
-def _ranks(mask: int) -> str:
-    mask = int(mask) & (1 << 64) - 1
-    rs = [i for i in range(mask.bit_length()) if mask >> i & 1]
-    return "{" + ",".join(map(str, rs)) + "}"
-
