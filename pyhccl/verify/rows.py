@@ -69,7 +69,10 @@ class PlanArrays:
 def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":
     """The regions (None for none) as a :class:`Side`, rows in ``order``; in place (``shift``: each row's rank's
     input offset in the output), input regions rewritten into the output."""
-    rs = [r or _NO_REGION for r in regions]
+    ids = np.fromiter(map(id, regions), np.int64, len(regions))
+    _, first, at = np.unique(ids, return_index=True, return_inverse=True)      # actions share regions: read once
+    rs = [regions[i] or _NO_REGION for i in first.tolist()]
+    order = at.reshape(-1)[order]
     buf = _ints(rs, "buf", _BUF)[order]
     off = _ints(rs, "offset")[order]
     if shift is not None:

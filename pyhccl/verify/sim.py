@@ -157,7 +157,7 @@ class _Sim:
         # are not moved finer before it (a level's reduce-scatter on the blocks that the next level splits);
         # with many steps (MeshChunk's N^2 rounds) each step's cut, a pass over the grid, costs more than that
         self.late = self.by_step = not exact and ends >= _CUT_BY_STEP * max(ops.nsteps, 1)
-        self.cut_rest = ends // _CUT_REST
+        self.cut_rest, self.grown = ends // _CUT_REST, 0
         if self.late:
             keys = unique(extra)
         else:
@@ -223,14 +223,17 @@ class _Sim:
                          len(self.g.keys) - 3 * self.n)
 
     def cut(self, t: int) -> None:
-        """Cut the grid at both ends of every piece step ``t`` moves; once the grid has most of its atoms,
-        at those of every step left (a step's search for its few new ends costs more than moving them)."""
-        if len(self.g.keys) >= self.cut_rest:
+        """Cut the grid at both ends of every piece step ``t`` moves; once the grid has most of its atoms, or
+        has grown by half at two steps (NHR's halving: every step cuts every block finer), at those of every step
+        left (a pass over the grid a step costs more than it saves)."""
+        if len(self.g.keys) >= self.cut_rest or self.grown >= 2:
             self.by_step = False
         regions = self.checks.regions(t, None if not self.by_step else t)
         if len(regions[0]):
             memory.require(self.what, memory.CUT_BYTES_PER_END * 2 * int(regions[2].sum()))
+            before = len(self.g.keys)
             self.g.refine(cut_keys(*regions, np.empty(0, np.int64)))
+            self.grown += 2 * len(self.g.keys) >= 3 * before
 
     def transfers(self, t: int) -> None:
         srows, drows, a, b = self.checks.transfer_moves(t)
