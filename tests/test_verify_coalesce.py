@@ -100,6 +100,7 @@ def _outcome(plans, call, monkeypatch, every=1 << 30, by_step=False, rest=1):
     monkeypatch.setattr(sim, "_COALESCE_EVERY", every)
     monkeypatch.setattr(atoms, "_WORTH", 0.0)
     monkeypatch.setattr(sim, "_CUT_BY_STEP", 0 if by_step else 1 << 40)
+    monkeypatch.setattr(sim, "_CUT_WIDTH", 0)
     monkeypatch.setattr(sim, "_CUT_REST", rest)
     try:
         simulate(plans, call)

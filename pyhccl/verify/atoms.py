@@ -228,8 +228,10 @@ class Grid:
                 at = np.searchsorted(new, keys)
             inside = np.diff(np.r_[at, len(new)])          # new keys in each atom
         else:
-            new = new[~_among(new, keys)]
-            inside = np.bincount(np.searchsorted(keys, new) - 1, minlength=len(keys))
+            at = search(keys, new)
+            fresh = keys.take(np.minimum(at, len(keys) - 1)) != new
+            new = new[fresh]
+            inside = np.bincount(at[fresh] - 1, minlength=len(keys))
         if not len(new):
             return
         if self.reserve is not None:

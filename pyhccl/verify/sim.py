@@ -41,8 +41,9 @@ __all__ = ["Mismatch", "SimulationError", "SimReport", "simulate"]
 _MASK_MAX_RANKS = 64
 _KEY_LIMIT = 2**62
 _COALESCE_EVERY = 8         # steps between tries to merge atoms (doubled after a try that merges little)
-_CUT_BY_STEP = 1 << 18      # piece ends a step from which the grid is cut step by step, not all up front,
-_CUT_REST = 8               # until it has an eighth as many atoms as ends (a fifth to an eighth of the full cut)
+# the grid is cut step by step, not all up front, where the plans have 2^18 piece ends a step or more and a piece
+# of a sample of ranks would hold 3 atoms or more cut up front; until it has an eighth as many atoms as ends
+_CUT_BY_STEP, _CUT_WIDTH, _CUT_SAMPLE, _CUT_REST = 1 << 18, 3, 16, 8
 
 
 class SimulationError(Exception):
@@ -153,10 +154,11 @@ class _Sim:
                                 self.post_lo, self.post_lo + post.cnt * post.rep])
         held = memory.resident()
         ends = 2 * int(regions[2].sum()) + len(extra)
-        # many ends a step: each step cuts the grid where it moves data, so that atoms a later step cuts finer
-        # are not moved finer before it (a level's reduce-scatter on the blocks that the next level splits);
-        # with many steps (MeshChunk's N^2 rounds) each step's cut, a pass over the grid, costs more than that
-        self.late = self.by_step = not exact and ends >= _CUT_BY_STEP * max(ops.nsteps, 1)
+        # each step cuts the grid where it moves data, so that atoms a later step cuts finer are not moved finer
+        # before it (a level's reduce-scatter on the blocks that the next level splits); with many steps
+        # (MeshChunk's N^2 rounds) each step's cut, a pass over the grid, costs more than that
+        self.late = self.by_step = (not exact and ends >= _CUT_BY_STEP * max(ops.nsteps, 1)
+                                    and self.cut_finer(regions, extra))
         self.cut_rest, self.grown = ends // _CUT_REST, 0
         if self.late:
             keys = unique(extra)
@@ -221,6 +223,17 @@ class _Sim:
         np.add.at(sent, ops.rank[sends], ops.src.size[sends])
         return SimReport(self.n, int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0)),
                          len(self.g.keys) - 3 * self.n)
+
+    def cut_finer(self, regions, extra: np.ndarray) -> bool:
+        """Whether a piece holds :data:`_CUT_WIDTH` atoms or more, on average, once the grid is cut up front: measured
+        on a sample of ranks (a rank's buffers are cut by its own regions alone)."""
+        key, cnt, rep, stride = regions
+        pick = np.unique(np.linspace(0, self.n - 1, _CUT_SAMPLE).astype(np.int64))
+        sel = np.isin(key // self.span, pick)
+        key, cnt, rep = key[sel], cnt[sel], rep[sel]
+        keys = cut_keys(key, cnt, rep, stride[sel], extra[np.isin(extra // self.span, pick)])
+        width = np.searchsorted(keys, key + cnt) - np.searchsorted(keys, key)     # a region's first piece
+        return int((width * rep).sum()) >= _CUT_WIDTH * int(rep.sum())
 
     def cut(self, t: int) -> None:
         """Cut the grid at both ends of every piece step ``t`` moves; once the grid has most of its atoms, or
