@@ -4,11 +4,12 @@ Buffer ``b`` of rank ``r`` (in 0, out 1, scr 2) is ``bid = 3 r + b``; element ``
 key ``r * span + at[b] + x`` (a rank's input, output and scratch one after the other, ``span`` keys a
 rank), so that one sorted array of keys (the grid) cuts every buffer of every rank into atoms at
 once, and a region of any rank is found with one ``searchsorted``.
-The grid is cut once, before the run, at both ends of every piece of every region
-(:func:`cut_keys`); :meth:`Grid.pair` aligns a move's (a matched send and receive, a local
-reduce or copy) two sides atom by atom of the destination, each reading the source atom that
-holds it, and cuts the destination only where it would take data from two source atoms, so
-that the simulator (:mod:`pyhccl.verify.sim`) moves values with numpy indexing, every rank at once.
+The grid is cut at both ends of every piece of every region (:func:`cut_keys`): once, before the
+run, or step by step as the simulator's steps come (:meth:`Grid.refine`); :meth:`Grid.pair`
+aligns a move's (a matched send and receive, a local reduce or copy) two sides atom by atom of
+the destination, each reading the source atom that holds it, and cuts the destination only where
+it would take data from two source atoms, so that the simulator (:mod:`pyhccl.verify.sim`) moves
+values with numpy indexing, every rank at once.
 Between steps :meth:`Grid.coalesce` merges atoms that hold one run of data, and a move cuts them
 again where it needs.
 """
@@ -166,7 +167,7 @@ class Grid:
     Atom ``a`` is the keys ``[keys[a], keys[a+1])``. Its value: ``card`` (number of contributions),
     ``key`` (wrapping sum of the contributing ranks' keys), ``mask`` (the ranks as a bit set, only
     when ``use_mask``), ``origin`` (the input index of its first element), ``writer`` (the last
-    step that wrote it, -1 for none).
+    step that wrote it, -1 for none; only reported).
     """
 
     def __init__(self, keys: np.ndarray, use_mask: bool, reserve=None) -> None:
@@ -180,11 +181,11 @@ class Grid:
         self.loose = False          # True once coalesced: a region's ends may lie inside atoms
 
     def coalesce(self, keep: np.ndarray) -> int:
-        """Merge each atom into the one before it where it continues that one's data: the same contributions
-        and last writer, its origin where that one's ends; never at the sorted keys ``keep`` (the buffers'
-        bounds), never where no step has written (a rank's input is read, and what is still to be written is
-        written, as cut up front). Returns the number of atoms merged away. Regions whose ends this removes
-        are cut again when they move (:meth:`pair`)."""
+        """Merge each atom into the one before it where it continues that one's data: the same contributions,
+        its origin where that one's ends (whichever step wrote it: the merged atom keeps the first's writer);
+        never at the sorted keys ``keep`` (the buffers' bounds), never where no step has written (a rank's
+        input is read, and what is still to be written is written, as cut up front). Returns the number of
+        atoms merged away. Regions whose ends this removes are cut again when they move (:meth:`pair`)."""
         k = self.keys
         if len(k) < _COALESCE_ABOVE:        # few atoms: moving them costs less than cutting them again
             return 0
