@@ -82,7 +82,9 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     Raises:
         SimulationError: at the first structural problem (unmatched or mismatched transfer,
             out-of-bounds or overlapping region, uninitialised read, double-counted reduce),
-            or after the run listing every output range that is wrong.
+            or after the run listing every output range that is wrong (as a grid cut once up front and
+            never merged lists them: a run that cut it by step or merged atoms and finds wrong output
+            runs again so, where memory allows).
         ValueError: plans not one per rank in rank order, or buffers too large to key
             (ranks x (input + output + scratch elements) >= 2^62).
         MemoryBudgetError: the simulation would need more memory than the process may use
