@@ -14,7 +14,9 @@ import pytest
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
 from pyhccl.plan.ir import Kind, Region
-from pyhccl.verify import atoms, sim
+from pyhccl.verify import atoms, sim, verify
+from pyhccl.verify.api import forget_plans
+from pyhccl.verify.cases import LARGE_COUNT
 from pyhccl.verify.atoms import Grid
 from pyhccl.verify.sim import SimulationError, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
@@ -136,6 +138,23 @@ def test_faults_are_reported_alike_however_the_grid_is_cut(call, algo, mode, mon
         assert len(set(sizes)) >= 2     # the grid grew step by step
     seen = set()
     for name, bad in _faults(plans):
-        assert _outcome(bad, call, monkeypatch, **_MODES[mode]) == _outcome(bad, call, monkeypatch), name
-        seen.add(_outcome(bad, call, monkeypatch)[0])
+        plain = _outcome(bad, call, monkeypatch)
+        assert _outcome(bad, call, monkeypatch, **_MODES[mode]) == plain, name
+        seen.add(plain[0])
     assert "error" in seen          # (some faults are harmless: a copy done twice, a receive nobody reads)
+
+
+@pytest.mark.parametrize("op, topo, count, algo, by_step", [
+    ("allreduce", "1x32x32", LARGE_COUNT, None, True),      # the level-0 reduce-scatter's blocks, split by the NHR after
+    ("allgather", "1x32x32", LARGE_COUNT, None, False),
+    ("reduce_scatter", "1x32x32", 1000, None, False),
+    ("allreduce", "1x1x1024", LARGE_COUNT, "NHR", False),   # every NHR step cuts every slice: nothing to wait for
+])
+def test_the_grid_is_cut_by_step_where_pieces_would_hold_several_atoms(op, topo, count, algo, by_step, monkeypatch):
+    monkeypatch.setattr(sim, "_CUT_BY_STEP", 0)         # (the plans' size alone would leave these cut up front)
+    chose = []
+    real = sim._Sim.cut_finer
+    monkeypatch.setattr(sim._Sim, "cut_finer", lambda s, r, e: chose.append(real(s, r, e)) or chose[-1])
+    forget_plans()
+    assert verify(op, topo, count=count, algo=algo).ok
+    assert chose == [by_step]
