@@ -202,8 +202,8 @@ class Checks:
             rows = lo + np.flatnonzero(self.inside[i][lo:hi])
             m = self.moves(rows, i, ops.rank[rows])
             cols.append((m.key, m.cnt, m.rep, m.stride))
-        moving = self.lrows[self.lstart[first]:self.lstart[last + 1]]
-        moving = moving[~self.lstatic[self.lstart[first]:self.lstart[last + 1]]]
+        ls = slice(self.lstart[first], self.lstart[last + 1])
+        moving = self.lrows[ls][~self.lstatic[ls]]
         xs = slice(self.xstart[first], self.xstart[last + 1])
         for a, b in ((self.sends[xs], self.recvs[xs]), (moving, moving)):
             gather = (ops.src.rep[a] > 1) & (ops.dst.rep[b] == 1)

@@ -172,8 +172,8 @@ class _Sim:
         memory.require(what, held - memory.resident() + (memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask) * len(keys))
         self.exact = exact
         per_atom = memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask
-        self.g = g = Grid(keys, self.use_mask, reserve=lambda atoms, held: memory.require(   # (no cycle through self)
-            what, per_atom * atoms + 16 * held))
+        self.g = g = Grid(keys, self.use_mask, reserve=lambda new, have: memory.require(   # (no cycle through self)
+            what, per_atom * new + 16 * have))
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
         r = self.init[2][who]
         g.card[idx] = 1
@@ -243,7 +243,7 @@ class _Sim:
         left (a pass over the grid a step costs more than it saves)."""
         if len(self.g.keys) >= self.cut_rest or self.grown >= 2:
             self.by_step = False
-        regions = self.checks.regions(t, None if not self.by_step else t)
+        regions = self.checks.regions(t, t if self.by_step else None)
         if len(regions[0]):
             memory.require(self.what, memory.CUT_BYTES_PER_END * 2 * int(regions[2].sum()))
             before = len(self.g.keys)
