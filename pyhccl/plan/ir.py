@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Plan"]
+__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Renamed", "Plan"]
 
 
 class Buf(enum.Enum):
@@ -259,6 +259,61 @@ class Step:
     def from_dict(cls, d: dict[str, Any]) -> Step:
         return cls(tuple(Action.from_dict(a) for a in d["transfers"]),
                    tuple(Action.from_dict(a) for a in d["local"]))
+
+
+_SET_STEP_LOCAL = Step.__dict__["local"].__set__
+
+
+class Renamed(Step):
+    """A step of a template run on positions (peers ``0..n-1``), for a group of ranks: its transfers are
+    ``canon``'s with every peer ``p`` renamed ``group[p]``, made when first read.
+
+    A super pod's plans hold millions of transfers that differ from a template's only in their peers;
+    the simulator's rows (:class:`pyhccl.verify.rows.PlanArrays`) read ``canon`` and ``group`` instead,
+    every group's transfers as arrays. Equal to, hashed and pickled as the plain :class:`Step`.
+    """
+
+    __slots__ = ("canon", "group", "_made")
+    transfers = property(lambda self: self._made if self._made is not None else self._make())   # type: ignore
+
+    def __init__(self, step: Step, group: tuple[int, ...]) -> None:
+        if isinstance(step, Renamed):
+            step, group = Step(step.canon, step.local), tuple(group[p] for p in step.group)
+        _SET_STEP_LOCAL(self, step.local)
+        object.__setattr__(self, "canon", step.transfers)
+        object.__setattr__(self, "group", group)
+        object.__setattr__(self, "_made", None)
+
+    def _make(self) -> tuple[Action, ...]:
+        object.__setattr__(self, "_made", self._renamed())
+        return self._made
+
+    def _renamed(self) -> tuple[Action, ...]:
+        if self._made is not None:
+            return self._made
+        g, n = self.group, len(self.group)
+        # a peer that is not a position of the group (a broken template) becomes -1, as in the simulator's rows
+        return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1, a.src, a.dst)
+                     for a in self.canon)
+
+    def __eq__(self, other: object) -> bool:
+        """Compared without keeping the renamed transfers (a sweep compares the plan sets of names that build equal ones)."""
+        if type(other) is Renamed and self.canon is other.canon and self.group == other.group:
+            return self.local == other.local
+        if isinstance(other, Step):
+            theirs = other._renamed() if type(other) is Renamed else other.transfers
+            return self.local == other.local and self._renamed() == theirs
+        return NotImplemented
+
+    __hash__ = Step.__hash__
+
+    def __reduce__(self):
+        return Step, (self.transfers, self.local)
+
+
+def action_count(step: Step) -> int:
+    """Transfers and local operations of ``step`` (a :class:`Renamed` step's without making its transfers)."""
+    return len(step.canon if type(step) is Renamed else step.transfers) + len(step.local)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import settings
+from ..plan.ir import action_count
 from .heap import free_bytes
 
 __all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "require_moves", "BuildGuard",
@@ -144,7 +145,7 @@ class BuildGuard:
 
     def built(self, ranks: int, plan) -> None:
         """``ranks`` plans are built, ``plan`` the last (call after each); may raise :class:`MemoryBudgetError`."""
-        self.actions += sum(len(s.transfers) + len(s.local) for s in plan.steps)
+        self.actions += sum(map(action_count, plan.steps))
         if ranks % BUILD_CHECK_RANKS or ranks >= self.n:
             return
         rss = resident()

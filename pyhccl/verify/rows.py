@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..plan.ir import Buf, Kind, Plan
+from ..plan.ir import Buf, Kind, Plan, Renamed, with_peer
 from .atoms import Moves
 
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side"]
@@ -32,29 +32,42 @@ class PlanArrays:
 
     def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
         """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
-        parts = [x for p in plans for s in p.steps for x in (s.transfers, s.local)]
+        parts, groups = [], []          # per step: its transfers, then its locals; a renamed step's group
+        for p in plans:
+            for s in p.steps:
+                if type(s) is Renamed:
+                    parts += (s.canon, s.local)
+                    groups += (s.group, None)
+                else:
+                    parts += (s.transfers, s.local)
+                    groups += (None, None)
         nsteps = np.array([len(p.steps) for p in plans], dtype=np.int64)
         step_of_part = np.arange(len(parts)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * nsteps)
         by_step = np.argsort(step_of_part, kind="stable")      # (step, rank, transfers | locals): the rows' order
-        parts = [parts[i] for i in by_step.tolist()]
+        order = by_step.tolist()
+        parts, groups = [parts[i] for i in order], [groups[i] for i in order]
         sizes = np.fromiter(map(len, parts), np.int64, len(parts))
         if reserve is not None:
             reserve(int(sizes.sum()))
-        self._acts = acts = list(chain.from_iterable(parts))
         self.step = np.repeat(step_of_part[by_step], sizes)
         self.rank = np.repeat(np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * nsteps)[by_step], sizes)
         self.local = np.repeat(by_step % 2, sizes)
-        self.index = np.arange(len(acts)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-        # plans share action objects (templates are memoised): read each distinct one once
-        ids = np.fromiter(map(id, acts), np.int64, len(acts))
-        _, first, at = np.unique(ids, return_index=True, return_inverse=True)
+        self.index = np.arange(len(self.step)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        # plans share parts and actions (templates are memoised, renamed steps share the template's): read each once
+        _, first, at = np.unique(np.fromiter(map(id, parts), np.int64, len(parts)), return_index=True,
+                                 return_inverse=True)
+        self._acts = acts = list(chain.from_iterable(parts[i] for i in first.tolist()))
+        dsizes = sizes[first]
+        self._row_act = row_act = np.repeat((np.cumsum(dsizes) - dsizes)[at.reshape(-1)], sizes) + self.index
+        _, first, at = np.unique(np.fromiter(map(id, acts), np.int64, len(acts)), return_index=True, return_inverse=True)
         distinct = [acts[i] for i in first.tolist()]
-        at = at.reshape(-1)
+        at = at.reshape(-1)[row_act]
         kind = _ints(distinct, "kind", _KIND)
         peer = np.full(len(distinct), -1, np.int64)         # read where a transfer needs one
         xfer = np.flatnonzero((kind == SEND) | (kind == RECV))
         peer[xfer] = _ints([distinct[i] for i in xfer.tolist()], "peer")
         self.kind, self.peer = kind[at], peer[at]
+        _rename(self.peer, groups, sizes)
         moved = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
         self.src = _side(list(map(_GET["src"], distinct)), at, moved)
         self.dst = _side(list(map(_GET["dst"], distinct)), at, moved)
@@ -63,7 +76,31 @@ class PlanArrays:
 
     def action(self, row: int):
         """The IR action of ``row`` (for messages)."""
-        return self._acts[row]
+        a, peer = self._acts[self._row_act[row]], int(self.peer[row])
+        return with_peer(a, peer) if a.peer is not None and a.peer != peer else a     # a renamed transfer
+
+
+def _rename(peer: np.ndarray, groups: list, sizes: np.ndarray) -> None:
+    """Rename in place the peers of the rows of renamed parts (``groups[i]``: part i's group, or None): position
+    ``p`` becomes ``group[p]``, -1 (a bad peer) where ``p`` is not a position of the group."""
+    table: dict[tuple, int] = {}
+    code, last, c = [], None, -1
+    for g in groups:
+        if g is None:
+            code.append(-1)
+            continue
+        if g is not last:
+            last, c = g, table.setdefault(g, len(table))
+        code.append(c)
+    if not table:
+        return
+    lens = np.fromiter(map(len, table), np.int64, len(table))
+    flat = np.fromiter(chain.from_iterable(table), np.int64, int(lens.sum()))
+    rcode = np.repeat(np.array(code, dtype=np.int64), sizes)
+    rows = np.flatnonzero(rcode >= 0)
+    c, p = rcode[rows], peer[rows]
+    ok = (p >= 0) & (p < lens[c])
+    peer[rows] = np.where(ok, flat[np.where(ok, (np.cumsum(lens) - lens)[c] + p, 0)], -1)
 
 
 def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":

@@ -32,7 +32,7 @@ one slice per position, in ``buf``):
 import weakref
 from functools import lru_cache, wraps
 
-from ..ir import Action, Step, with_peer
+from ..ir import Renamed, Step
 from .alltoall import A2A
 from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
@@ -94,7 +94,6 @@ def clear_memos() -> None:
     share nothing, and a worker's caches would otherwise grow by the plans of every group it ran)."""
     for m in list(_MEMOS):
         m.cache_clear()
-    _RENAMED.clear()
 
 
 @lru_cache(maxsize=64)
@@ -104,34 +103,9 @@ def positions(n: int) -> tuple[int, ...]:
 
 
 def relabel(steps, group) -> tuple[Step, ...]:
-    """``steps`` built on :func:`positions` with every peer ``p`` renamed ``group[p]``.
-
-    The renamed transfers are shared between the calls that make equal ones (in a mesh every
-    member but one sends a peer the same slice): a super pod's plans hold each such action
-    once, not once per rank.
-    """
-    out = []
-    for s in steps:
-        if s.transfers:
-            s = Step(tuple([_renamed(a, group[a.peer]) for a in s.transfers]), s.local)
-        out.append(s)
-    return tuple(out)
-
-
-def _renamed(a: Action, peer: int) -> Action:
-    r = a.dst if a.src is None else a.src           # a transfer has one region: a send's source, a receive's destination
-    key = (a.kind, peer, a.src is None, r.buf, r.offset, r.count, r.repeat, r.stride)
-    hit = _RENAMED.get(key)
-    if hit is None:
-        if len(_RENAMED) >= _RENAMED_SIZE:
-            _RENAMED.clear()
-        hit = _RENAMED[key] = with_peer(a, peer)
-    return hit
-
-
-#: Renamed transfers kept for sharing (the last level-0 groups' worth; cleared when full).
-_RENAMED: dict[tuple, Action] = {}
-_RENAMED_SIZE = 1 << 16
+    """``steps`` built on :func:`positions` with every peer ``p`` renamed ``group[p]`` (:class:`~..ir.Renamed`:
+    the renamed transfers are made when first read, so that a super pod's plans share the template's)."""
+    return tuple(Renamed(s, group) if s.transfers else s for s in steps)
 
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
