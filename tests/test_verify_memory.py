@@ -52,6 +52,16 @@ def test_building_the_plans_stops_early_when_they_would_not_fit(monkeypatch):
     assert r.error.startswith("building and simulating allreduce over 16 ranks (count 8) (the plans of 8 ranks hold ")
 
 
+def test_a_refused_call_leaves_no_plans_behind(monkeypatch):
+    from pyhccl.plan.api import _build
+    monkeypatch.delenv("PYHCCL_VERIFY_MEMORY", raising=False)
+    assert verify("AllReduce", "1x1x16", algo="NHR", count=8).ok and _build.cache_info().currsize and api._PASSED
+    monkeypatch.setattr(memory, "BUILD_CHECK_RANKS", 4)
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")
+    assert verify("AllReduce", "1x1x16", algo="Ring", count=8).status == "failed"
+    assert _build.cache_info().currsize == 0 and not api._PASSED      # the next call does not start on top of them
+
+
 def test_the_build_projection(monkeypatch):
     # 1 GiB after 1024 ranks, 2 GiB after 2048: 1 MiB a rank, 126 GiB for the 129 024 ranks left
     held = iter([1 * _GIB, 2 * _GIB])

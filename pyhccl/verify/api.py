@@ -283,18 +283,30 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
             except NotRunnableError as e:
                 return done("not-runnable", name, str(e))
             except MemoryBudgetError as e:
-                return done("failed", name, str(e))
+                return _refused(plans, done("failed", name, str(e)))
             except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
                 return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
                                             + "".join(traceback.format_exc(limit=-4)))
     try:
         rep = _simulate_once(plans, call, guard.actions)
-    except (SimulationError, MemoryBudgetError) as e:
+    except MemoryBudgetError as e:
+        return _refused(plans, done("failed", name, str(e)))
+    except SimulationError as e:
         return done("failed", name, str(e))
     except Exception as e:  # noqa: BLE001
         return done("failed", name, f"the simulator raised {type(e).__name__}: {e}\n"
                                     + "".join(traceback.format_exc(limit=-4)))
     return done("ok", name, rounds=rep.rounds, bytes=rep.max_elements_sent * itemsize)
+
+
+def _refused(plans: list, result: VerifyResult) -> VerifyResult:
+    """``result``, with the plans of a call refused for memory dropped, and every plan this process keeps: a
+    sweep's next call (HCCL's next name for the op, as large) would otherwise start on top of them, and the
+    guard's first look comes only after :data:`~pyhccl.verify.memory.BUILD_CHECK_RANKS` ranks (a super pod's
+    AllReduce names: the worker killed by the kernel after the first was refused at 11.7 GiB)."""
+    plans.clear()
+    forget_plans()
+    return result
 
 
 #: Plan sets the simulator passed in this process, by (call, steps per rank, actions): a sweep's
