@@ -77,7 +77,7 @@ class PlanArrays:
     def action(self, row: int):
         """The IR action of ``row`` (for messages)."""
         a, peer = self._acts[self._row_act[row]], int(self.peer[row])
-        return with_peer(a, peer) if a.peer is not None and a.peer != peer else a     # a renamed transfer
+        return with_peer(a, peer) if type(a.peer) is int and a.peer != peer else a     # a renamed transfer
 
 
 def _rename(peer: np.ndarray, groups: list, sizes: np.ndarray) -> None:
