@@ -274,7 +274,6 @@ class Renamed(Step):
     """
 
     __slots__ = ("canon", "group", "_made")
-    transfers = property(lambda self: self._made if self._made is not None else self._make())   # type: ignore
 
     def __init__(self, step: Step, group: tuple[int, ...]) -> None:
         if isinstance(step, Renamed):
@@ -284,8 +283,10 @@ class Renamed(Step):
         object.__setattr__(self, "group", group)
         object.__setattr__(self, "_made", None)
 
-    def _make(self) -> tuple[Action, ...]:
-        object.__setattr__(self, "_made", self._renamed())
+    @property
+    def transfers(self) -> tuple[Action, ...]:      # type: ignore[override]
+        if self._made is None:
+            object.__setattr__(self, "_made", self._renamed())
         return self._made
 
     def _renamed(self) -> tuple[Action, ...]:

@@ -283,14 +283,14 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
             except NotRunnableError as e:
                 return done("not-runnable", name, str(e))
             except MemoryBudgetError as e:
-                return _refused(plans, done("failed", name, str(e)))
+                return _refused(done("failed", name, str(e)))
             except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
                 return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
                                             + "".join(traceback.format_exc(limit=-4)))
     try:
         rep = _simulate_once(plans, call, guard.actions)
     except MemoryBudgetError as e:
-        return _refused(plans, done("failed", name, str(e)))
+        return _refused(done("failed", name, str(e)))
     except SimulationError as e:
         return done("failed", name, str(e))
     except Exception as e:  # noqa: BLE001
@@ -299,12 +299,11 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
     return done("ok", name, rounds=rep.rounds, bytes=rep.max_elements_sent * itemsize)
 
 
-def _refused(plans: list, result: VerifyResult) -> VerifyResult:
-    """``result``, with the plans of a call refused for memory dropped, and every plan this process keeps: a
-    sweep's next call (HCCL's next name for the op, as large) would otherwise start on top of them, and the
-    guard's first look comes only after :data:`~pyhccl.verify.memory.BUILD_CHECK_RANKS` ranks (a super pod's
-    AllReduce names: the worker killed by the kernel after the first was refused at 11.7 GiB)."""
-    plans.clear()
+def _refused(result: VerifyResult) -> VerifyResult:
+    """``result``, with every plan this process keeps dropped: a call refused for memory would otherwise leave
+    its built plans in the caches, and a sweep's next call (HCCL's next name for the op, as large) start on top
+    of them before the guard's first look (:data:`~pyhccl.verify.memory.BUILD_CHECK_RANKS` ranks in). A super
+    pod's AicpuAllReduceStrictOrderedMesh, refused at 11.7 GiB, left the process 11.67 GiB resident."""
     forget_plans()
     return result
 
