@@ -21,6 +21,7 @@ from mpi4py import MPI
 import pyhccl
 from pyhccl.comm.probe import FAST
 from pyhccl.run.shm import OneShotRunner, ShmRunner
+from pyhccl.run.shm.oneshot import SPLIT_MIN_BYTES
 from pyhccl.run.timeout import CollectiveTimeoutError
 
 pytestmark = pytest.mark.mpi
@@ -98,6 +99,30 @@ def test_the_same_arrays_again_see_new_data(comm, one_shot, which):
     if which == "one-shot":
         assert any(isinstance(p, OneShotRunner) for p in c.compiled_plans.values())
         assert c.warm_calls, "the loop's calls took the warm path"
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    """A communicator whose small calls of every op but AllReduce run on the one-shot slots."""
+    c = pyhccl.Communicator(COMM, algo="Mesh@shm")
+    yield c
+    c.release()
+
+
+@pytest.mark.parametrize("count", [1, 1000, 20000])
+def test_alltoall_again_on_the_same_arrays(mesh, count):
+    """The one-shot AlltoAll (blocks of 20000 int64 and more: posts only its peers' blocks and copies its own straight
+    out): the same arrays called again (the warm path) with new data each time."""
+    dt = np.int64
+    x, out = np.empty(N * count, dt), np.empty(N * count, dt)
+    for salt in range(4):
+        x[:] = data(N * count, RANK, dt, salt)
+        out[:] = -99
+        mesh.Alltoall(x, out)
+        want = [data(N * count, r, dt, salt)[RANK * count:(RANK + 1) * count] for r in range(N)]
+        assert np.array_equal(out, np.concatenate(want)), salt
+    runner = next(reversed(mesh.compiled_plans.values()))
+    assert isinstance(runner, OneShotRunner) and runner.split == (count * 8 >= SPLIT_MIN_BYTES)
 
 
 @pytest.mark.parametrize("count", COUNTS)

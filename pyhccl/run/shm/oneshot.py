@@ -33,6 +33,9 @@ ONE_SHOT = {"allreduce": "MeshOneShot", "all_gather": "Mesh", "reduce_scatter": 
 #: The largest input (bytes per rank) run on the slots; larger calls run the plan's program on the window
 #: (every rank's two slots of that size would otherwise stay allocated).
 ONE_SHOT_MAX_BYTES = 1 << 20
+#: AlltoAll blocks from this size (bytes) are not posted for the rank's own use but copied straight to its output:
+#: a copy fewer, for a few more numpy calls (smaller blocks post the whole input in one copy)
+SPLIT_MIN_BYTES = 1 << 16
 #: Ops whose in-place form the runner takes (the input is the output, read before any write).
 _IN_PLACE_OK = frozenset({"allreduce", "broadcast"})
 
@@ -100,6 +103,7 @@ class OneShotRunner:
         self.block = call.count                                                   # elements per block
         self.slot_count = call.input_count(rank)                                  # same on every rank
         self.nbytes = max(call.input_count(r) for r in range(n)) * itemsize
+        self.split = call.op == "alltoall" and self.block * itemsize >= SPLIT_MIN_BYTES    # (:meth:`_post`)
         self._views: tuple | None = None
 
     def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
@@ -118,7 +122,7 @@ class OneShotRunner:
             v = self._views = self._bind(slots, dtype)
         parity = (eng.flags.seq + 1) & 1
         if self.call.op != "broadcast" or self.rank == self.call.root:
-            np.copyto(v[2][parity], bufs[0])
+            self._post(v[2][parity], bufs[0], bufs[1])
         self._wait(timeout)
         self._local(bufs[0], bufs[1], v[3][parity], ufunc)
 
@@ -143,6 +147,7 @@ class OneShotRunner:
             def local(e):
                 self._local(inp, out, e, ufunc)
         sends = op != "broadcast" or me == root
+        split, post = self.split, self._post
         gen, by_parity = -1, ()
 
         def go() -> None:
@@ -153,7 +158,9 @@ class OneShotRunner:
                 by_parity = ((mine[1], every[1]), (mine[0], every[0]))    # by this rank's barriers so far
                 return
             mine, every = by_parity[flags.seq & 1]
-            if sends:
+            if split:
+                post(mine, inp, out)
+            elif sends:
                 mine[...] = inp
             wait()
             local(every)
@@ -178,6 +185,16 @@ class OneShotRunner:
                 f"0..0) of {self.call.op} algorithm {algo} (count {self.call.count}, {self.itemsize}-byte "
                 f"elements); still pending: {pending}", algorithm=algo, step=0, pending=[pending])
 
+    def _post(self, mine, inp, out) -> None:
+        """This rank's part before the barrier: its input into its slot (AlltoAll of large blocks: the blocks its
+        peers read; its own block goes straight to the output, a copy fewer)."""
+        if not self.split:
+            np.copyto(mine, inp)
+            return
+        lo, hi = self.rank * self.block, (self.rank + 1) * self.block
+        mine[:lo], mine[hi:] = inp[:lo], inp[hi:]
+        out[lo:hi] = inp[lo:hi]
+
     def _local(self, inp, out, every, ufunc) -> None:
         """This rank's part once the barrier is passed: read (and reduce) the slots it needs."""
         op, me = self.call.op, self.rank
@@ -188,7 +205,10 @@ class OneShotRunner:
             ufunc.reduce(every[:, me * c:(me + 1) * c], axis=0, out=out)
         elif op == "all_gather":
             np.copyto(out.reshape(every.shape), every)
-        elif op == "alltoall":
+        elif op == "alltoall" and not self.split:
             np.copyto(out.reshape(self.call.nranks, c), every[:, me * c:(me + 1) * c])
+        elif op == "alltoall":          # the peers' blocks for this rank (its own: :meth:`_post`)
+            blocks = out.reshape(self.call.nranks, c)
+            blocks[:me], blocks[me + 1:] = every[:me, me * c:(me + 1) * c], every[me + 1:, me * c:(me + 1) * c]
         elif me != self.call.root:                      # broadcast
             np.copyto(out, every[self.call.root])
