@@ -37,8 +37,11 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     owner = np.repeat(np.arange(len(lo)), n)
     if not len(owner):
         return owner.astype(np.int64), owner
-    starts = np.cumsum(n) - n
-    return lo[owner] + (np.arange(len(owner)) - starts[owner]), owner
+    some = np.flatnonzero(n)
+    first, c = lo[some], n[some]
+    idx = np.ones(len(owner), np.int64)         # a running sum: each range's first element jumps from the last one
+    idx[np.cumsum(c) - c] = first - np.r_[0, (first + c - 1)[:-1]]
+    return np.cumsum(idx, out=idx), owner
 
 
 def progressions(first: np.ndarray, step: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -328,6 +331,10 @@ class Grid:
         if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom
             return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
         loc_a = loc_b = None        # located on the grid as it is (None: to locate)
+        if one_a and (a.rep == 1).all() and (b.rep == 1).all():     # one source atom a move: read at its offset
+            ib, mb = ranges(lb, found_b[1])
+            shift = self.keys[ib] - found_b[2][mb]
+            return la[mb], ib, mb, shift if shift.any() else None
         if one_a:           # each source piece one atom: a destination atom reads the piece that holds it
             ib, mb, ub = loc_b = self.locate(b, found_b)
             c = a.cnt[mb]
