@@ -31,7 +31,8 @@ __all__ = ["SCHEMA", "Candidate", "AutoProfile", "profile_key", "profile_path", 
            "ProfileError"]
 
 SCHEMA = "pyhccl-machine-profile"
-VERSION = 2
+#: 3: the one-shot AlltoAll copies less (its crossover moved): profiles measured before are measured again
+VERSION = 3
 ENGINE = "SHM"
 
 
