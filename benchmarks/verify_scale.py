@@ -25,7 +25,8 @@ verify builds them, so that they share work as they do there) is not run: the es
 printed instead, as what bounds it. A call the verifier's memory guard stops (``pyhccl/verify/memory.py``)
 prints ``failed`` with its peak memory and the guard's reason (what it would need, what is available); a
 process killed outright (the OOM killer's SIGKILL) prints ``crashed``. Timings on a shared machine are
-noisy: CPU seconds are printed next to wall seconds.
+noisy: CPU seconds are printed next to wall seconds, and the first line measures how fast the machine is
+now (a pure-Python loop and a numpy copy): figures from different VMs, or hours apart on one, differ by 2x.
 """
 
 from __future__ import annotations
@@ -175,6 +176,32 @@ def sweep(fraction: float, seed: int, by: str = "task") -> None:
           f"(extrapolated: cpu / {len(picked) / len(tasks):.4f} / 2)   target <= 10 min", flush=True)
 
 
+def machine_line() -> str:
+    """How fast this machine is now, the best of three: a pure-Python loop and a numpy copy out of cache (figures
+    measured on different VMs, or hours apart on one, differ by 2x: compare runs by this line, or A/B in one run)."""
+    import numpy as np
+
+    def best(f) -> float:
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    a, b = np.ones(8 << 20), np.empty(8 << 20)          # 64 MiB each
+    loop = best(_loop)
+    copy = best(lambda: np.copyto(b, a))
+    return (f"# this machine now: a Python loop of 10^7 additions {loop:.2f} s, a 64 MiB numpy copy "
+            f"{2 * a.nbytes / copy / 1e9:.1f} GB/s (bytes read + written)")
+
+
+def _loop() -> None:
+    s = 0
+    for i in range(10_000_000):
+        s += i
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="nhr,pod,cluster,sweep", help="comma-separated: nhr, pod, cluster, sweep")
@@ -190,6 +217,7 @@ def main() -> int:
     if a.child:
         print(json.dumps(child(json.loads(a.child))))
         return 0
+    print(machine_line(), flush=True)
     parts = {x.strip() for x in a.only.split(",")}
     if "nhr" in parts:
         show("NHR AllReduce 1x1x4096 count 10^10+19", "<= 5 s",
