@@ -205,10 +205,11 @@ class OneShotRunner:
             ufunc.reduce(every[:, me * c:(me + 1) * c], axis=0, out=out)
         elif op == "all_gather":
             np.copyto(out.reshape(every.shape), every)
-        elif op == "alltoall" and not self.split:
-            np.copyto(out.reshape(self.call.nranks, c), every[:, me * c:(me + 1) * c])
-        elif op == "alltoall":          # the peers' blocks for this rank (its own: :meth:`_post`)
-            blocks = out.reshape(self.call.nranks, c)
-            blocks[:me], blocks[me + 1:] = every[:me, me * c:(me + 1) * c], every[me + 1:, me * c:(me + 1) * c]
+        elif op == "alltoall":          # every rank's block for this rank (split: its own is there, :meth:`_post`)
+            blocks, mine = out.reshape(self.call.nranks, c), every[:, me * c:(me + 1) * c]
+            if self.split:
+                blocks[:me], blocks[me + 1:] = mine[:me], mine[me + 1:]
+            else:
+                np.copyto(blocks, mine)
         elif me != self.call.root:                      # broadcast
             np.copyto(out, every[self.call.root])
