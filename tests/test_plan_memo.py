@@ -67,3 +67,44 @@ def test_the_plans_kept_are_of_one_op_on_one_machine():
     assert o.statuses["ok"] == 2
     assert kept()[0] == 5 * 2
     assert len(templates._MEMOS) > 10            # every memoised table's caches are known
+
+
+def _roles():
+    for role in ("AR", "RS", "AG", "SCATTER", "GATHER", "BCAST", "REDUCE"):
+        for name in getattr(templates, role):
+            yield role, name
+
+
+@pytest.mark.parametrize("role, name", list(_roles()))
+def test_a_template_run_from_offset_0_and_moved_is_the_template_run_where_its_data_are(role, name):
+    """The memo runs a template on data from offset 0 and moves the data's regions where they are (every
+    level-1 group of a super pod shares one run per position): equal, region for region, to running it there.
+    Data in scratch is not moved; slices of unequal sizes at scattered offsets (VSlices) are."""
+    from pyhccl.plan.slices import VSlices
+    table = getattr(templates, role)
+    raw = table[name].__wrapped__
+    rooted = role in ("SCATTER", "GATHER", "BCAST", "REDUCE")
+    n = 5
+    datas = [Region(Buf.OUTPUT, off, count) for off in (0, 13, 4096) for count in (1, 7, 1001)]
+    datas.append(Region(Buf.INPUT, 29, 1001))
+    slices = [Slices.floor_tail(off, count, n) for off in (0, 13, 4096) for count in (1, 7, 1001)]
+    slices += [Slices.ceil(31, 1001, n), VSlices((40, 9, 100, 77, 60), (3, 0, 11, 5, 2)),
+               VSlices((24, 28, 32, 36, 40), (2, 2, 2, 2, 2), 3, 20)]
+    group = (3, 67, 131, 195, 259)
+    checked = 0
+    for pos in range(n):
+        for root in ((0, 3) if rooted else (None,)):
+            lead = (group, pos) if root is None else (group, pos, root)
+            if role in ("AR", "BCAST", "REDUCE"):
+                calls = [(lead + (d,), {"scratch": 64}) for d in datas]
+            else:
+                calls = [(lead + (s,), {"buf": buf, "scratch": 2000}) for s in slices
+                         for buf in (Buf.OUTPUT, Buf.SCRATCH, Buf.INPUT)]
+            for args, kw in calls:
+                try:
+                    want = raw(*args, **kw)
+                except (ValueError, NotImplementedError):
+                    continue
+                assert table[name](*args, **kw) == want, (args, kw)
+                checked += 1
+    assert checked

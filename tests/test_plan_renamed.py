@@ -34,6 +34,23 @@ def test_a_renamed_step_is_the_step_with_its_peers_renamed():
     assert s.transfers is s.transfers                   # made once, on first read
 
 
+def test_a_moved_step_is_the_step_with_its_regions_in_that_buffer_moved():
+    s = Renamed(canon(), (10, 11, 12), (Buf.OUTPUT, 100))
+    assert action_count(s) == 3 and s._made is None and s._made_local is None      # counted, not made
+    out = Region(Buf.OUTPUT, 100, 4)
+    plain = Step((send(11, out), recv(12, Region(Buf.SCRATCH, 0, 4))), (reduce(out, Region(Buf.SCRATCH, 0, 4)),))
+    assert s == plain and plain == s and s.local == plain.local and s.canon_local == canon().local
+    assert s != Renamed(canon(), (10, 11, 12), (Buf.OUTPUT, 101)) != plain
+    assert s != Renamed(canon(), (10, 11, 12), (Buf.SCRATCH, 100))
+    assert hash(s) == hash(plain) and str(s) == str(plain) and pickle.loads(pickle.dumps(s)) == plain
+    assert Renamed(canon(), (10, 11, 12), (Buf.OUTPUT, 0)).moved is None
+    # nested: groups compose, moves in one buffer add up, a move in another buffer is made at once
+    assert Renamed(s, tuple(range(100, 113)), (Buf.OUTPUT, 5)) == Renamed(canon(), (110, 111, 112), (Buf.OUTPUT, 105))
+    both = Renamed(s, tuple(range(13)), (Buf.SCRATCH, 8))
+    scr = Region(Buf.SCRATCH, 8, 4)
+    assert both.moved == (Buf.SCRATCH, 8) and both == Step((send(11, out), recv(12, scr)), (reduce(out, scr),))
+
+
 @pytest.mark.parametrize("topo, op, algo", [("1x4x4", "allreduce", "AicpuAllReduceSequenceMeshConcurNHR"),
                                            ("2x2x3", "reduce_scatter", "AicpuReduceScatterSequenceMeshConcurNHRNHR"),
                                            ("2x2x3", "all_gather", "AicpuAllGatherSequenceMeshConcurNHRNHR")])
@@ -41,6 +58,8 @@ def test_rows_of_renamed_steps_equal_those_of_the_plain_steps(topo, op, algo):
     m = machine(topo)
     plans = [build_plan(Call(op, m.nranks, 10**6 + 7), algo, r, m) for r in range(m.nranks)]
     assert any(type(s) is Renamed for p in plans for s in p.steps)
+    # a level's block run from offset 0 and moved (not the ReduceScatter's: its data are in scratch out of place)
+    assert any(type(s) is Renamed and s.moved for p in plans for s in p.steps) == (op != "reduce_scatter")
     plain = [replace(p, steps=tuple(Step(s.transfers, s.local) for s in p.steps)) for p in plans]
     a, b = PlanArrays(plans, None), PlanArrays(plain, None)
     for col in ("step", "rank", "local", "index", "kind", "peer"):

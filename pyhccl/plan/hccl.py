@@ -13,7 +13,7 @@ HCCL's shares, which over MPI become concurrent messages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Callable, Sequence
 
 from ..algo.registry import Registration, get
@@ -139,6 +139,7 @@ def _split_fn(role: str, name: str, shares: tuple[float, ...]) -> Callable:
     fn = TABLES[role][name]
     fn = getattr(fn, "__wrapped__", fn)         # the split result is memoised below, not the unsplit one too
 
+    @wraps(fn)                                  # (its signature: the data's buffer when no buf is passed)
     def split(*a, **k):
         steps = fn(*a, **k)
         # a group's strided (repeat) slices stay one message per transfer on every member alike

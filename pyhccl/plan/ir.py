@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Renamed", "Plan"]
+__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Renamed", "Plan", "moved_actions"]
 
 
 class Buf(enum.Enum):
@@ -262,26 +262,52 @@ class Step:
 
 
 _SET_STEP_LOCAL = Step.__dict__["local"].__set__
+_GET_STEP_LOCAL = Step.__dict__["local"].__get__
+
+
+def _moved(r: Region | None, buf: Buf, delta: int) -> Region | None:
+    """``r`` ``delta`` elements further on where it is in ``buf``."""
+    if r is None or r.buf is not buf:
+        return r
+    return (region_unchecked if r.offset + delta >= 0 else Region)(buf, r.offset + delta, r.count, r.repeat, r.stride)
 
 
 class Renamed(Step):
     """A step of a template run on positions (peers ``0..n-1``), for a group of ranks: its transfers are
-    ``canon``'s with every peer ``p`` renamed ``group[p]``, made when first read.
+    ``canon``'s with every peer ``p`` renamed ``group[p]``, and, with ``moved = (buf, delta)``, every region
+    in ``buf`` (transfers' and locals') ``delta`` elements further on; made when first read.
 
-    A super pod's plans hold millions of transfers that differ from a template's only in their peers;
-    the simulator's rows (:class:`pyhccl.verify.rows.PlanArrays`) read ``canon`` and ``group`` instead,
-    every group's transfers as arrays. Equal to, hashed and pickled as the plain :class:`Step`.
+    A super pod's plans hold millions of transfers that differ from a template's only in their peers
+    and in where their group's data starts; the simulator's rows (:class:`pyhccl.verify.rows.PlanArrays`)
+    read ``canon``, ``canon_local``, ``group`` and ``moved`` instead, every group's transfers as arrays.
+    Equal to, hashed and pickled as the plain :class:`Step`.
     """
 
-    __slots__ = ("canon", "group", "_made")
+    __slots__ = ("canon", "group", "moved", "_made", "_made_local")
 
-    def __init__(self, step: Step, group: tuple[int, ...]) -> None:
+    def __init__(self, step: Step, group: tuple[int, ...], moved: tuple[Buf, int] | None = None) -> None:
         if isinstance(step, Renamed):
-            step, group = Step(step.canon, step.local), tuple(group[p] for p in step.group)
+            inner, canon, local = step.moved, step.canon, step.canon_local
+            group = tuple(group[p] for p in step.group)
+            if inner is not None:
+                if moved is None or moved[0] is inner[0]:
+                    moved = inner if moved is None else (inner[0], inner[1] + moved[1])
+                else:                       # regions of two buffers moved: the inner move made now
+                    canon, local = tuple(moved_actions(canon, *inner)), tuple(moved_actions(local, *inner))
+            step = Step(canon, local)
+        if moved is not None and not moved[1]:
+            moved = None
         _SET_STEP_LOCAL(self, step.local)
         object.__setattr__(self, "canon", step.transfers)
         object.__setattr__(self, "group", group)
+        object.__setattr__(self, "moved", moved)
         object.__setattr__(self, "_made", None)
+        object.__setattr__(self, "_made_local", None)
+
+    @property
+    def canon_local(self) -> tuple[Action, ...]:
+        """The local operations as the template made them (before ``moved``)."""
+        return _GET_STEP_LOCAL(self)
 
     @property
     def transfers(self) -> tuple[Action, ...]:      # type: ignore[override]
@@ -289,18 +315,28 @@ class Renamed(Step):
             object.__setattr__(self, "_made", self._renamed())
         return self._made
 
+    @property
+    def local(self) -> tuple[Action, ...]:          # type: ignore[override]
+        if self.moved is None:
+            return _GET_STEP_LOCAL(self)
+        if self._made_local is None:
+            object.__setattr__(self, "_made_local", tuple(moved_actions(_GET_STEP_LOCAL(self), *self.moved)))
+        return self._made_local
+
     def _renamed(self) -> tuple[Action, ...]:
         if self._made is not None:
             return self._made
         g, n = self.group, len(self.group)
+        acts = self.canon if self.moved is None else moved_actions(self.canon, *self.moved)
         # a peer that is not a position of the group (a broken template) becomes -1, as in the simulator's rows
         return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1, a.src, a.dst)
-                     for a in self.canon)
+                     for a in acts)
 
     def __eq__(self, other: object) -> bool:
         """Compared without keeping the renamed transfers (a sweep compares the plan sets of names that build equal ones)."""
-        if type(other) is Renamed and self.canon is other.canon and self.group == other.group:
-            return self.local == other.local
+        if type(other) is Renamed and self.canon is other.canon and self.group == other.group \
+                and self.moved == other.moved:
+            return self.canon_local == other.canon_local
         if isinstance(other, Step):
             theirs = other._renamed() if type(other) is Renamed else other.transfers
             return self.local == other.local and self._renamed() == theirs
@@ -312,9 +348,16 @@ class Renamed(Step):
         return Step, (self.transfers, self.local)
 
 
+def moved_actions(acts: tuple[Action, ...], buf: Buf, delta: int) -> Iterator[Action]:
+    """``acts`` with every region in ``buf`` ``delta`` elements further on."""
+    return (_action(a.kind, a.peer, _moved(a.src, buf, delta), _moved(a.dst, buf, delta)) for a in acts)
+
+
 def action_count(step: Step) -> int:
     """Transfers and local operations of ``step`` (a :class:`Renamed` step's without making its transfers)."""
-    return len(step.canon if type(step) is Renamed else step.transfers) + len(step.local)
+    if type(step) is Renamed:
+        return len(step.canon) + len(step.canon_local)
+    return len(step.transfers) + len(step.local)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..plan.ir import Buf, Kind, Plan, Renamed, with_peer
+from ..plan.ir import Buf, Kind, Plan, Renamed, moved_actions, with_peer
 from .atoms import Moves
 
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side"]
 
 BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
+_BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
 SEND, RECV, REDUCE, COPY = range(4)
 _NO_REGION = SimpleNamespace(buf=None, offset=0, count=0, repeat=1, stride=None)
 _KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
@@ -32,21 +33,21 @@ class PlanArrays:
 
     def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
         """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
-        parts, groups = [], []          # per step: its transfers, then its locals; a renamed step's group
+        parts, groups, moves = [], [], []   # per step: its transfers, then its locals; a renamed step's group, move
         for p in plans:
             for s in p.steps:
                 if type(s) is Renamed:
-                    parts += (s.canon, s.local)
+                    parts += (s.canon, s.canon_local)
                     groups += (s.group, None)
+                    moves += (s.moved, s.moved)
                 else:
                     parts += (s.transfers, s.local)
                     groups += (None, None)
+                    moves += (None, None)
         nsteps = np.array([len(p.steps) for p in plans], dtype=np.int64)
         step_of_part = np.arange(len(parts)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * nsteps)
         by_step = np.argsort(step_of_part, kind="stable")      # (step, rank, transfers | locals): the rows' order
-        order = by_step.tolist()
-        parts, groups = [parts[i] for i in order], [groups[i] for i in order]
-        sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+        sizes = np.fromiter(map(len, parts), np.int64, len(parts))[by_step]
         if reserve is not None:
             reserve(int(sizes.sum()))
         self.step = np.repeat(step_of_part[by_step], sizes)
@@ -54,64 +55,78 @@ class PlanArrays:
         self.local = np.repeat(by_step % 2, sizes)
         self.index = np.arange(len(self.step)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
         # plans share parts and actions (templates are memoised, renamed steps share the template's): read each once
-        _, first, at = np.unique(np.fromiter(map(id, parts), np.int64, len(parts)), return_index=True,
-                                 return_inverse=True)
-        self._acts = acts = list(chain.from_iterable(parts[i] for i in first.tolist()))
-        dsizes = sizes[first]
-        self._row_act = row_act = np.repeat((np.cumsum(dsizes) - dsizes)[at.reshape(-1)], sizes) + self.index
-        _, first, at = np.unique(np.fromiter(map(id, acts), np.int64, len(acts)), return_index=True, return_inverse=True)
-        distinct = [acts[i] for i in first.tolist()]
-        at = at.reshape(-1)[row_act]
+        dparts, at = _distinct(parts, by_step)
+        self._acts = acts = list(chain.from_iterable(dparts))
+        dsizes = np.fromiter(map(len, dparts), np.int64, len(dparts))
+        self._row_act = row_act = np.repeat((np.cumsum(dsizes) - dsizes)[at], sizes) + self.index
+        distinct, at = _distinct(acts)
+        at = at[row_act]
         kind = _ints(distinct, "kind", _KIND)
         peer = np.full(len(distinct), -1, np.int64)         # read where a transfer needs one
         xfer = np.flatnonzero((kind == SEND) | (kind == RECV))
         peer[xfer] = _ints([distinct[i] for i in xfer.tolist()], "peer")
         self.kind, self.peer = kind[at], peer[at]
-        _rename(self.peer, groups, sizes)
-        moved = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
-        self.src = _side(list(map(_GET["src"], distinct)), at, moved)
-        self.dst = _side(list(map(_GET["dst"], distinct)), at, moved)
+        _rename(self.peer, *_distinct(groups, by_step), sizes)
+        self._moves = _moves(*_distinct(moves, by_step), sizes)
+        aliased = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
+        self.src = _side(list(map(_GET["src"], distinct)), at, self._moves, aliased)
+        self.dst = _side(list(map(_GET["dst"], distinct)), at, self._moves, aliased)
         self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
         self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
 
     def action(self, row: int):
         """The IR action of ``row`` (for messages)."""
         a, peer = self._acts[self._row_act[row]], int(self.peer[row])
+        if self._moves is not None and self._moves[1][row]:       # a moved step's: its regions where they are
+            buf = _BUFS[int(self._moves[0][row])]
+            a = next(moved_actions((a,), buf, int(self._moves[1][row])))
         return with_peer(a, peer) if type(a.peer) is int and a.peer != peer else a     # a renamed transfer
 
 
-def _rename(peer: np.ndarray, groups: list, sizes: np.ndarray) -> None:
-    """Rename in place the peers of the rows of renamed parts (``groups[i]``: part i's group, or None): position
-    ``p`` becomes ``group[p]``, -1 (a bad peer) where ``p`` is not a position of the group."""
-    table: dict[tuple, int] = {}
-    code, last, c = [], None, -1
-    for g in groups:
-        if g is None:
-            code.append(-1)
-            continue
-        if g is not last:
-            last, c = g, table.setdefault(g, len(table))
-        code.append(c)
-    if not table:
+def _distinct(objs: list, order: np.ndarray | None = None) -> tuple[list, np.ndarray]:
+    """The distinct objects of ``objs`` (by identity) and, per item (in ``order``, where given), the index of its
+    object among them."""
+    _, first, at = np.unique(np.fromiter(map(id, objs), np.int64, len(objs)), return_index=True, return_inverse=True)
+    at = at.reshape(-1)
+    return [objs[i] for i in first.tolist()], at if order is None else at[order]
+
+
+def _rename(peer: np.ndarray, table: list, code: np.ndarray, sizes: np.ndarray) -> None:
+    """Rename in place the peers of the rows of renamed parts (part i's group ``table[code[i]]``, or None):
+    position ``p`` becomes ``group[p]``, -1 (a bad peer) where ``p`` is not a position of the group."""
+    if all(g is None for g in table):
         return
-    lens = np.fromiter(map(len, table), np.int64, len(table))
-    flat = np.fromiter(chain.from_iterable(table), np.int64, int(lens.sum()))
-    rcode = np.repeat(np.array(code, dtype=np.int64), sizes)
-    rows = np.flatnonzero(rcode >= 0)
+    lens = np.array([-1 if g is None else len(g) for g in table], dtype=np.int64)
+    flat = np.fromiter(chain.from_iterable(g for g in table if g is not None), np.int64, int(lens[lens > 0].sum()))
+    start = np.cumsum(np.maximum(lens, 0)) - np.maximum(lens, 0)
+    rcode = np.repeat(code, sizes)
+    rows = np.flatnonzero(lens[rcode] >= 0)
     c, p = rcode[rows], peer[rows]
     ok = (p >= 0) & (p < lens[c])
-    peer[rows] = np.where(ok, flat[np.where(ok, (np.cumsum(lens) - lens)[c] + p, 0)], -1)
+    peer[rows] = np.where(ok, flat[np.where(ok, start[c] + p, 0)], -1)
 
 
-def _side(regions: list, order: np.ndarray, shift: np.ndarray | None) -> "Side":
-    """The regions (None for none) as a :class:`Side`, rows in ``order``; in place (``shift``: each row's rank's
-    input offset in the output), input regions rewritten into the output."""
-    ids = np.fromiter(map(id, regions), np.int64, len(regions))
-    _, first, at = np.unique(ids, return_index=True, return_inverse=True)      # actions share regions: read once
-    rs = [regions[i] or _NO_REGION for i in first.tolist()]
-    order = at.reshape(-1)[order]
+def _moves(table: list, code: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per row, the buffer code and the offset its part's regions in that buffer move by (part i's ``(buf, delta)``
+    ``table[code[i]]``, or None); None where no part moves."""
+    if all(m is None for m in table):
+        return None
+    buf = np.array([-1 if m is None else _BUF[m[0]] for m in table], dtype=np.int64)
+    delta = np.array([0 if m is None else m[1] for m in table], dtype=np.int64)
+    rcode = np.repeat(code, sizes)
+    return buf[rcode], delta[rcode]
+
+
+def _side(regions: list, order: np.ndarray, moves: tuple | None, shift: np.ndarray | None) -> "Side":
+    """The regions (None for none) as a :class:`Side`, rows in ``order``, moved by ``moves`` (:func:`_moves`); in
+    place (``shift``: each row's rank's input offset in the output), input regions rewritten into the output."""
+    rs, at = _distinct(regions)                 # actions share regions: read once
+    rs = [r or _NO_REGION for r in rs]
+    order = at[order]
     buf = _ints(rs, "buf", _BUF)[order]
     off = _ints(rs, "offset")[order]
+    if moves is not None:
+        off += np.where(buf == moves[0], moves[1], 0)
     if shift is not None:
         aliased = buf == 0
         buf[aliased] = 1

@@ -29,10 +29,12 @@ one slice per position, in ``buf``):
   position's token holds every position's contribution (so no rank leaves before all arrived).
 """
 
+import inspect
 import weakref
 from functools import lru_cache, wraps
 
-from ..ir import Renamed, Step
+from ..ir import Buf, Region, Renamed, Step
+from ..slices import Slices, VSlices
 from .alltoall import A2A
 from .barrier import BARRIER
 from .mesh import (all_gather_mesh, allreduce_mesh_chunk, allreduce_mesh_one_shot, allreduce_mesh_two_shot,
@@ -54,13 +56,19 @@ _MEMO_SIZE = 8192
 def memoised(fn):
     """Template ``fn`` keeping its recent results.
 
-    A template is a function of positions: its group enters only as the peers ``group[p]``.
-    So ``fn`` runs once per group size over the positions ``0..n-1``, and a group of ranks
-    gets that result with the peers relabelled (every level-0 group of a super pod shares
-    one run per position). A call repeated with equal arguments (the in-place and
-    out-of-place forms of one call) shares the immutable steps. Unhashable arguments (lists
-    of regions) call ``fn`` every time.
+    A template is a function of positions: its group enters only as the peers ``group[p]``,
+    and where its data start only as an offset added to every region of the data's buffer.
+    So ``fn`` runs once per group size over the positions ``0..n-1``, on data from offset 0,
+    and a group of ranks gets that result with the peers relabelled and the data's regions
+    moved where they are (:class:`~..ir.Renamed`: every level-0 group of a super pod shares
+    one run per position, and so does every level-1 group, wherever its block starts). Data
+    in scratch is not moved (the template's own scratch is there too). A call repeated with
+    equal arguments (the in-place and out-of-place forms of one call) shares the immutable
+    steps. Unhashable arguments (lists of regions) call ``fn`` every time.
     """
+    buf_param = inspect.signature(fn).parameters.get("buf")
+    default_buf = None if buf_param is None else buf_param.default
+
     @lru_cache(maxsize=_MEMO_SIZE)
     def on_positions(key):
         return tuple(fn(*key[0], **dict(key[1])))
@@ -70,8 +78,33 @@ def memoised(fn):
         args, kw = key
         group = args[0]
         canon = positions(len(group))
-        steps = on_positions(((canon,) + args[1:], kw))
-        return steps if group == canon else relabel(steps, group)
+        where, moved = at_zero(args, kw)
+        steps = on_positions(((canon,) + where[1:], kw))
+        return steps if group == canon and moved is None else relabel(steps, group, moved)
+
+    def at_zero(args, kw):
+        """``args`` with the data (the first region or slices) from offset 0, and the move back ``(buf, delta)``
+        (None: no move)."""
+        for i, x in enumerate(args):
+            t = type(x)
+            if t is Region:
+                buf, delta = x.buf, x.offset
+                zero = Region(buf, 0, x.count, x.repeat, x.stride) if delta else x
+            elif t is Slices or t is VSlices:
+                buf = dict(kw).get("buf", default_buf)
+                delta = x.base
+                if not delta:
+                    zero = x
+                elif t is Slices:
+                    zero = Slices(0, x.n, x.size, x.regular, x.tail)
+                else:
+                    zero = VSlices(tuple(o - delta for o in x.offsets), x.counts, x.repeat, x.rstride)
+            else:
+                continue
+            if not delta or not isinstance(buf, Buf) or buf is Buf.SCRATCH:
+                return args, None
+            return args[:i] + (zero,) + args[i + 1:], (buf, delta)
+        return args, None
 
     @wraps(fn)
     def call(*args, **kwargs):
@@ -102,10 +135,11 @@ def positions(n: int) -> tuple[int, ...]:
     return tuple(range(n))
 
 
-def relabel(steps, group) -> tuple[Step, ...]:
-    """``steps`` built on :func:`positions` with every peer ``p`` renamed ``group[p]`` (:class:`~..ir.Renamed`:
-    the renamed transfers are made when first read, so that a super pod's plans share the template's)."""
-    return tuple(Renamed(s, group) if s.transfers else s for s in steps)
+def relabel(steps, group, moved=None) -> tuple[Step, ...]:
+    """``steps`` built on :func:`positions` with every peer ``p`` renamed ``group[p]`` and, with ``moved = (buf,
+    delta)``, the regions in ``buf`` moved ``delta`` on (:class:`~..ir.Renamed`: made when first read, so that a
+    super pod's plans share the template's)."""
+    return tuple(Renamed(s, group, moved) if s.transfers or (moved and s.local) else s for s in steps)
 
 
 #: AllReduce templates by short name, in the order the benchmark lists them.
