@@ -22,7 +22,7 @@ from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Plan, Region, Step, copy, recv, send
+from .ir import Buf, Plan, Region, Renamed, Step, copy, recv, send
 from .slices import Slices, VSlices
 from .templates import positions
 
@@ -59,6 +59,8 @@ def scratch_end(steps: Sequence[Step]) -> int:
     """
     end = 0
     for s in steps:
+        if type(s) is Renamed and (s.moved is None or s.moved[0] is not Buf.SCRATCH):
+            s = s.template          # its scratch is the template's: counted once for every group and move
         hit = _STEP_END.get(id(s))
         if hit is None or hit[0] is not s:
             if len(_STEP_END) >= _STEP_END_SIZE:

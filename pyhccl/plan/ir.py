@@ -261,8 +261,6 @@ class Step:
                    tuple(Action.from_dict(a) for a in d["local"]))
 
 
-_SET_STEP_LOCAL = Step.__dict__["local"].__set__
-_GET_STEP_LOCAL = Step.__dict__["local"].__get__
 
 
 def _moved(r: Region | None, buf: Buf, delta: int) -> Region | None:
@@ -283,31 +281,35 @@ class Renamed(Step):
     Equal to, hashed and pickled as the plain :class:`Step`.
     """
 
-    __slots__ = ("canon", "group", "moved", "_made", "_made_local")
+    __slots__ = ("template", "group", "moved", "_made", "_made_local")
 
     def __init__(self, step: Step, group: tuple[int, ...], moved: tuple[Buf, int] | None = None) -> None:
         if isinstance(step, Renamed):
-            inner, canon, local = step.moved, step.canon, step.canon_local
-            group = tuple(group[p] for p in step.group)
-            if inner is not None:
-                if moved is None or moved[0] is inner[0]:
-                    moved = inner if moved is None else (inner[0], inner[1] + moved[1])
+            inner, step = step, step.template
+            group = tuple(group[p] for p in inner.group)
+            if inner.moved is not None:
+                if moved is None or moved[0] is inner.moved[0]:
+                    moved = inner.moved if moved is None else (moved[0], inner.moved[1] + moved[1])
                 else:                       # regions of two buffers moved: the inner move made now
-                    canon, local = tuple(moved_actions(canon, *inner)), tuple(moved_actions(local, *inner))
-            step = Step(canon, local)
+                    step = Step(tuple(moved_actions(step.transfers, *inner.moved)),
+                                tuple(moved_actions(step.local, *inner.moved)))
         if moved is not None and not moved[1]:
             moved = None
-        _SET_STEP_LOCAL(self, step.local)
-        object.__setattr__(self, "canon", step.transfers)
+        object.__setattr__(self, "template", step)
         object.__setattr__(self, "group", group)
         object.__setattr__(self, "moved", moved)
         object.__setattr__(self, "_made", None)
         object.__setattr__(self, "_made_local", None)
 
     @property
+    def canon(self) -> tuple[Action, ...]:
+        """The transfers as the template made them (peers are positions, before ``moved``)."""
+        return self.template.transfers
+
+    @property
     def canon_local(self) -> tuple[Action, ...]:
         """The local operations as the template made them (before ``moved``)."""
-        return _GET_STEP_LOCAL(self)
+        return self.template.local
 
     @property
     def transfers(self) -> tuple[Action, ...]:      # type: ignore[override]
@@ -317,29 +319,36 @@ class Renamed(Step):
 
     @property
     def local(self) -> tuple[Action, ...]:          # type: ignore[override]
-        if self.moved is None:
-            return _GET_STEP_LOCAL(self)
         if self._made_local is None:
-            object.__setattr__(self, "_made_local", tuple(moved_actions(_GET_STEP_LOCAL(self), *self.moved)))
+            object.__setattr__(self, "_made_local", self._moved_local())
         return self._made_local
+
+    def _moved_local(self) -> tuple[Action, ...]:
+        if self.moved is None:
+            return self.template.local
+        return self._made_local or tuple(moved_actions(self.template.local, *self.moved))
 
     def _renamed(self) -> tuple[Action, ...]:
         if self._made is not None:
             return self._made
         g, n = self.group, len(self.group)
-        acts = self.canon if self.moved is None else moved_actions(self.canon, *self.moved)
         # a peer that is not a position of the group (a broken template) becomes -1, as in the simulator's rows
-        return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1, a.src, a.dst)
-                     for a in acts)
+        if self.moved is None:
+            return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1, a.src, a.dst)
+                         for a in self.canon)
+        buf, delta = self.moved
+        return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1,
+                             _moved(a.src, buf, delta), _moved(a.dst, buf, delta)) for a in self.canon)
 
     def __eq__(self, other: object) -> bool:
         """Compared without keeping the renamed transfers (a sweep compares the plan sets of names that build equal ones)."""
-        if type(other) is Renamed and self.canon is other.canon and self.group == other.group \
+        if type(other) is Renamed and self.template is other.template and self.group == other.group \
                 and self.moved == other.moved:
-            return self.canon_local == other.canon_local
+            return True
         if isinstance(other, Step):
-            theirs = other._renamed() if type(other) is Renamed else other.transfers
-            return self.local == other.local and self._renamed() == theirs
+            if type(other) is Renamed:
+                return self._moved_local() == other._moved_local() and self._renamed() == other._renamed()
+            return self._moved_local() == other.local and self._renamed() == other.transfers
         return NotImplemented
 
     __hash__ = Step.__hash__
