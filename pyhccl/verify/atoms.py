@@ -40,7 +40,7 @@ def ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     some = np.flatnonzero(n)
     first, c = lo[some], n[some]
     idx = np.ones(len(owner), np.int64)         # a running sum: each range's first element jumps from the last one
-    idx[np.cumsum(c) - c] = first - np.r_[0, (first + c - 1)[:-1]]
+    idx[np.cumsum(c) - c] = first - np.concatenate(([0], (first + c - 1)[:-1]))
     return np.cumsum(idx, out=idx), owner
 
 
@@ -48,7 +48,7 @@ def progressions(first: np.ndarray, step: np.ndarray, n: np.ndarray) -> np.ndarr
     """``concatenate([first[i] + step[i] * arange(n[i]) for i ...])`` (every ``n[i] >= 1``), as one running sum."""
     out = np.repeat(step, n)
     if len(out):
-        out[np.cumsum(n) - n] = first - np.r_[0, (first + step * (n - 1))[:-1]]
+        out[np.cumsum(n) - n] = first - np.concatenate(([0], (first + step * (n - 1))[:-1]))
         np.cumsum(out, out=out)
     return out
 
@@ -62,7 +62,7 @@ def batches(sizes: np.ndarray, limit: int, at: np.ndarray | None = None) -> list
     at = np.arange(len(sizes)) if at is None else at
     cuts = np.unique(at[np.searchsorted(start[at], np.arange(0, int(start[-1] + sizes[-1]) + 1, limit),
                                         side="right") - 1])
-    return list(zip(cuts.tolist(), np.r_[cuts[1:], len(sizes)].tolist()))
+    return list(zip(cuts.tolist(), cuts[1:].tolist() + [len(sizes)]))
 
 
 class Moves:
@@ -101,7 +101,7 @@ def search(keys: np.ndarray, needles: np.ndarray) -> np.ndarray:
 def unique(a: np.ndarray) -> np.ndarray:
     """``np.unique`` by sorting (numpy's hash-based unique is slower on tens of millions of int64 keys)."""
     a = np.sort(a)
-    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
 _PIECE_BATCH = 1 << 23     # pieces located at a time: the guesses' temporaries stay ~400 MiB
@@ -119,16 +119,16 @@ def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarr
     """
     order = np.lexsort((stride, rep, cnt, key))
     key, cnt, rep, stride = key[order], cnt[order], rep[order], stride[order]
-    keep = np.r_[True, (key[1:] != key[:-1]) | (cnt[1:] != cnt[:-1]) | (rep[1:] != rep[:-1])
-                 | (stride[1:] != stride[:-1])] if len(key) else np.zeros(0, bool)
+    keep = np.concatenate(([True], (key[1:] != key[:-1]) | (cnt[1:] != cnt[:-1]) | (rep[1:] != rep[:-1])
+                           | (stride[1:] != stride[:-1]))) if len(key) else np.zeros(0, bool)
     key, cnt, rep, stride = key[keep], cnt[keep], rep[keep], stride[keep]
     if not len(key):
         return unique(extra)
     last = key + (rep - 1) * stride + cnt
-    free = np.flatnonzero(np.r_[True, np.maximum.accumulate(last)[:-1] <= key[1:]])     # no region straddles
+    free = np.flatnonzero(np.concatenate(([True], np.maximum.accumulate(last)[:-1] <= key[1:])))     # no region straddles
     runs = batches(rep, _CUT_CHUNK, free)
     extra = np.sort(extra, kind="stable")      # a few sorted runs (bounds, inputs, outputs): merged, not sorted anew
-    at = np.r_[0, np.searchsorted(extra, key[[a for a, _ in runs[1:]]]), len(extra)]
+    at = np.concatenate(([0], np.searchsorted(extra, key[[a for a, _ in runs[1:]]]), [len(extra)]))
     out: list[np.ndarray] = []
     for i, (a, b) in enumerate(runs):
         r = rep[a:b]
@@ -136,7 +136,7 @@ def cut_keys(key: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarr
         ends = np.empty(2 * total + at[i + 1] - at[i], np.int64)
         ends[0:2 * total:2] = np.repeat(stride[a:b] - cnt[a:b], r)
         ends[1:2 * total:2] = np.repeat(cnt[a:b], r)
-        ends[2 * (np.cumsum(r) - r)] = key[a:b] - np.r_[0, last[a:b][:-1]]
+        ends[2 * (np.cumsum(r) - r)] = key[a:b] - np.concatenate(([0], last[a:b][:-1]))
         np.cumsum(ends[:2 * total], out=ends[:2 * total])
         ends[2 * total:] = extra[at[i]:at[i + 1]]
         ends.sort(kind="stable")
@@ -230,7 +230,7 @@ class Grid:
             if have.any():
                 new = np.delete(new, at[have])
                 at = np.searchsorted(new, keys)
-            inside = np.diff(np.r_[at, len(new)])          # new keys in each atom
+            inside = np.diff(np.concatenate((at, [len(new)])))          # new keys in each atom
         else:
             at = search(keys, new)
             fresh = keys.take(np.minimum(at, len(keys) - 1)) != new
@@ -269,7 +269,8 @@ class Grid:
             one = not miss.any()
             if not one:
                 hi0[miss] = search(keys, end[miss])
-            self._cut_at(np.r_[side.key, end], np.r_[keys.take(lo0, mode="clip"), keys.take(hi0, mode="clip")])
+            self._cut_at(np.concatenate((side.key, end)),
+                         np.concatenate((keys.take(lo0, mode="clip"), keys.take(hi0, mode="clip"))))
             return lo0, hi0, side.key, one
         w = search(keys, side.key + side.cnt) - lo0
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
@@ -285,8 +286,8 @@ class Grid:
             miss = (keys.take(clo, mode="clip") != ckb) | (keys.take(chi, mode="clip") != cke) | (chi >= len(keys))
             if miss.any():
                 clo[miss], chi[miss] = search(keys, ckb[miss]), search(keys, cke[miss])
-                self._cut_at(np.r_[ckb[miss], cke[miss]],
-                             np.r_[keys.take(clo[miss], mode="clip"), keys.take(chi[miss], mode="clip")])
+                self._cut_at(np.concatenate((ckb[miss], cke[miss])),
+                             np.concatenate((keys.take(clo[miss], mode="clip"), keys.take(chi[miss], mode="clip"))))
                 one = one and bool((chi - clo == 1).all())
             else:
                 one = one and bool((w[m] == 1).all())

@@ -95,7 +95,7 @@ class Checks:
             c = col[rows]
             same &= c[1:] == c[:-1]
         pos, lead = self._disjoint_lead(rows, static)
-        return np.r_[False, same & (pos[1:] > lead[1:])] | ((pos > 0) & (pos < lead))
+        return np.concatenate(([False], same & (pos[1:] > lead[1:]))) | ((pos > 0) & (pos < lead))
 
     def _disjoint_lead(self, rows: np.ndarray, static: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per local row (in (step, rank, index) order): its index among its rank's locals of the step, and
@@ -109,7 +109,7 @@ class Checks:
         the hull that reaches there, and ends the lead at the first of the two.)"""
         ops, sim = self.ops, self.sim
         st, rk = ops.step[rows], ops.rank[rows]
-        new = np.r_[True, (st[1:] != st[:-1]) | (rk[1:] != rk[:-1])]
+        new = np.concatenate(([True], (st[1:] != st[:-1]) | (rk[1:] != rk[:-1])))
         gid = np.cumsum(new) - 1
         pos = np.arange(len(rows)) - np.flatnonzero(new)[gid]
         lead = np.bincount(gid).astype(np.int64)[gid]           # every row, unless something overlaps
@@ -126,11 +126,11 @@ class Checks:
             keep.append((b >= 0) & (side.size[rows] > 0) & ~static)
         # a chain of reduces into one destination region: only its first destination hull counts
         d = ops.dst
-        same_dst = np.r_[False, (gid[1:] == gid[:-1]) & (los[1][1:] == los[1][:-1])
-                         & (d.cnt[rows][1:] == d.cnt[rows][:-1]) & (d.rep[rows][1:] == d.rep[rows][:-1])
-                         & (d.stride[rows][1:] == d.stride[rows][:-1])]
+        same_dst = np.concatenate(([False], (gid[1:] == gid[:-1]) & (los[1][1:] == los[1][:-1])
+                                   & (d.cnt[rows][1:] == d.cnt[rows][:-1]) & (d.rep[rows][1:] == d.rep[rows][:-1])
+                                   & (d.stride[rows][1:] == d.stride[rows][:-1])))
         red = ops.kind[rows] == REDUCE
-        keep[1] &= ~(same_dst & red & np.r_[False, red[:-1]])
+        keep[1] &= ~(same_dst & red & np.concatenate(([False], red[:-1])))
         sel = np.concatenate(keep)
         lo, hi = np.concatenate(los)[sel], np.concatenate(his)[sel]
         is_dst, p, g = np.concatenate(dsts)[sel], np.tile(pos, 2)[sel], np.tile(gid, 2)[sel]
@@ -148,7 +148,7 @@ class Checks:
             e = np.where(writes, end, -1)
             reach = np.maximum.accumulate(e)
             who = np.maximum.accumulate(np.where(e == reach, at, 0))
-            prev, partner = np.r_[-1, reach[:-1]], np.r_[0, who[:-1]]
+            prev, partner = np.concatenate(([-1], reach[:-1])), np.concatenate(([0], who[:-1]))
             flag = hit & (start < prev)
             np.minimum.at(cut, g[flag], np.minimum(p[flag], p[partner[flag]]))
         return pos, np.minimum(lead, cut[gid])
@@ -291,7 +291,7 @@ class Checks:
             keys, rows_all, static_all = self.lkey[lo:hi][order], self.lrows[lo:hi][order], self.lstatic[lo:hi][order]
             merged = np.zeros(len(order), bool)
         cuts = np.flatnonzero(np.diff(keys)) + 1
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(keys)]):
+        for a, b in zip([0] + cuts.tolist(), cuts.tolist() + [len(keys)]):
             rows = rows_all[a:b]
             static = static_all[a:b]
             first = self.static_local(int(rows[np.argmax(static)])) if static.any() else None

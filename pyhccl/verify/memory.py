@@ -23,8 +23,8 @@ from ..plan.ir import action_count
 from .heap import free_bytes
 
 __all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "require_moves", "BuildGuard",
-           "BUILD_CHECK_RANKS", "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM",
-           "STEP_BYTES_PER_ATOM", "STEP_BYTES_PER_NEW_ATOM"]
+           "BUILD_CHECK_RANKS", "MIN_CHECK_BYTES", "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END",
+           "RUN_BYTES_PER_ATOM", "STEP_BYTES_PER_ATOM", "STEP_BYTES_PER_NEW_ATOM"]
 
 _GIB = 2**30
 #: Plans built between two looks at the process's memory (a look costs a few microseconds).
@@ -47,7 +47,8 @@ STEP_BYTES_PER_ATOM = 104
 STEP_BYTES_PER_NEW_ATOM = 48
 _SAMPLE_MOVES = 1024            # a step's moves looked up in the grid, evenly spaced, to estimate its atoms
 _STEP_CHECK_BYTES = 1 << 28     # a step estimated below this needs no look at the budget
-_MIN_CHECK_BYTES = 1 << 26      # nor any other estimate below this
+#: any other estimate below this needs none either (small calls read nothing of /proc)
+MIN_CHECK_BYTES = 1 << 26
 _FIX = ("use a smaller count (--count) or fewer ranks, or set PYHCCL_VERIFY_MEMORY=<GiB> to the memory this "
         "process may use (0: no check)")
 
@@ -120,7 +121,7 @@ def budget() -> tuple[int, str] | None:
 def require(what: str, more: int) -> None:
     """Raise :class:`MemoryBudgetError` if this process's memory plus ``more`` bytes exceeds :func:`budget`
     (``more`` under 64 MiB is not looked at: small calls pay nothing)."""
-    if more < _MIN_CHECK_BYTES:
+    if more < MIN_CHECK_BYTES:
         return
     b = budget()
     need = resident() + more
@@ -138,7 +139,7 @@ class BuildGuard:
         """Raises:
             ValueError: a bad ``PYHCCL_VERIFY_MEMORY`` (read here, before any plan is built).
         """
-        budget()
+        settings.verify_memory()
         self.what, self.n = what, nranks
         self.actions = 0
         self.first: tuple[int, int] | None = None        # (ranks built, resident bytes) at the first look

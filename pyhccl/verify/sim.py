@@ -154,8 +154,9 @@ class _Sim:
         regions = self.checks.regions()
         extra = np.concatenate([starts, starts + self.sizes[bids % 3], self.init[0], self.init[1],
                                 self.post_lo, self.post_lo + post.cnt * post.rep])
-        held = memory.resident()
         ends = 2 * int(regions[2].sum()) + len(extra)
+        per_atom = memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask
+        held = memory.resident() if per_atom * ends >= memory.MIN_CHECK_BYTES else None    # (a small call reads nothing)
         # each step cuts the grid where it moves data, so that atoms a later step cuts finer are not moved finer
         # before it (a level's reduce-scatter on the blocks that the next level splits); with many steps
         # (MeshChunk's N^2 rounds) each step's cut, a pass over the grid, costs more than that
@@ -169,9 +170,9 @@ class _Sim:
             keys = cut_keys(*regions, extra)
         self.bounds = unique(np.concatenate([starts, starts + self.sizes[bids % 3]]))
         del regions, extra
-        memory.require(what, held - memory.resident() + (memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask) * len(keys))
+        if held is not None:
+            memory.require(what, held - memory.resident() + per_atom * len(keys))
         self.exact = exact
-        per_atom = memory.RUN_BYTES_PER_ATOM + 8 * self.use_mask
         self.g = g = Grid(keys, self.use_mask, reserve=lambda new, have: memory.require(   # (no cycle through self)
             what, per_atom * new + 16 * have))
         idx, who = ranges(np.searchsorted(keys, self.init[0]), np.searchsorted(keys, self.init[1]))
