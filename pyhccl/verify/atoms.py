@@ -250,9 +250,11 @@ class Grid:
         keys[pos] = new
         self.origin = origin
 
-    def pieces(self, side: Moves) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    def pieces(self, side: Moves, lean: bool = False) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, bool]:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
-        whether every piece is one atom.
+        whether every piece is one atom (``lean``: the last two None where the pieces come in several batches and
+        each is one atom: a large move's arrays are not written, nor their memory touched, when only the first
+        atoms are read).
 
         Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all; after a
         :meth:`coalesce`, the ends it lacks are raised as :class:`_Uncut` for :meth:`pair` to cut). A move's first
@@ -276,7 +278,9 @@ class Grid:
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
         first = np.cumsum(side.rep) - side.rep
         runs = batches(side.rep, _PIECE_BATCH)
-        lo, hi, kb = (np.empty(int(side.rep.sum()) if len(runs) > 1 else 0, np.int64) for _ in range(3))
+        total = int(side.rep.sum()) if len(runs) > 1 else 0
+        lo = np.empty(total, np.int64)
+        hi, kb = (np.empty(0 if lean else total, np.int64) for _ in range(2))
         one = True
         for a, b in runs:                       # moves [a, b): a batch of pieces
             m, r = slice(a, b), side.rep[a:b]
@@ -294,7 +298,13 @@ class Grid:
             if len(runs) == 1:
                 return clo, chi, ckb, one
             p = int(first[a])
-            lo[p:p + len(clo)], hi[p:p + len(clo)], kb[p:p + len(clo)] = clo, chi, ckb
+            lo[p:p + len(clo)] = clo
+            if not lean:
+                hi[p:p + len(clo)], kb[p:p + len(clo)] = chi, ckb
+        if lean and one:
+            return lo, None, None, one
+        if lean:                                # some piece is several atoms: its ends are needed after all
+            return self.pieces(side)
         return lo, hi, kb, one
 
     def _cut_at(self, ends: np.ndarray, found: np.ndarray) -> None:
@@ -321,16 +331,18 @@ class Grid:
         An atom of ``b`` reads the atom of ``a`` that holds it, ``shift`` elements into it (None: all 0); where
         an atom of ``b`` would take data from two atoms of ``a``, ``b`` is cut there first.
         """
+        alike = bool((a.cnt == b.cnt).all() and (a.rep == b.rep).all())
         while True:
             try:
-                found_a, found_b = self.pieces(a), self.pieces(b)
+                found_a, found_b = self.pieces(a, alike), self.pieces(b, alike)
                 break
             except _Uncut as uncut:        # ends that a coalesce merged away: cut there again
                 self.refine(uncut.ends)
         la, _, _, one_a = found_a
         lb, _, _, one_b = found_b
-        if one_a and one_b and (a.cnt == b.cnt).all() and (a.rep == b.rep).all():    # piece by piece, atom by atom
+        if one_a and one_b and alike:       # piece by piece, atom by atom
             return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
+        found_a, found_b = (f if f[1] is not None else self.pieces(m) for f, m in ((found_a, a), (found_b, b)))
         loc_a = loc_b = None        # located on the grid as it is (None: to locate)
         if one_a and (a.rep == 1).all() and (b.rep == 1).all():     # one source atom a move: read at its offset
             ib, mb = ranges(lb, found_b[1])
