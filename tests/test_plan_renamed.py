@@ -8,7 +8,7 @@ import pytest
 
 from pyhccl.core.call import Call
 from pyhccl.plan import Buf, Region, Step, build_plan
-from pyhccl.plan.ir import Renamed, action_count, recv, reduce, send
+from pyhccl.plan.ir import Merged, Renamed, action_count, recv, reduce, send
 from pyhccl.topo import machine
 from pyhccl.verify.rows import PlanArrays
 from pyhccl.verify.sim import SimulationError, simulate
@@ -51,15 +51,35 @@ def test_a_moved_step_is_the_step_with_its_regions_in_that_buffer_moved():
     assert both.moved == (Buf.SCRATCH, 8) and both == Step((send(11, out), recv(12, scr)), (reduce(out, scr),))
 
 
+def test_a_merged_step_is_its_parts_one_after_the_other():
+    from pyhccl.plan.executors import merge
+    a, b = Renamed(canon(), (10, 11, 12), (Buf.OUTPUT, 100)), Renamed(canon(), (20, 21, 22))
+    plain = Step(a.transfers + b.transfers, a.local + b.local)
+    [m] = merge([a], [b])
+    assert type(m) is Merged and m.parts == (a, b)
+    fresh = [Renamed(canon(), (10, 11, 12), (Buf.OUTPUT, 100)), Renamed(canon(), (20, 21, 22))]
+    m2 = Merged(tuple(fresh))
+    assert action_count(m2) == 6 and m2._made is None and fresh[0]._made is None     # counted, not made
+    assert m2 == plain and plain == m2 and m2 == m and m2._made is None and fresh[0]._made is None
+    assert hash(m2) == hash(plain) and str(m2) == str(plain) and pickle.loads(pickle.dumps(m2)) == plain
+    assert Merged((m2, Step((send(3, R),)))).parts == (*fresh, Step((send(3, R),)))   # nested merges flatten
+    assert merge([Step((send(1, R),))], [Step((send(2, R),))]) == [Step((send(1, R), send(2, R)))]
+    assert type(merge([Step((send(1, R),))], [Step((send(2, R),))])[0]) is Step      # plain parts: a plain step
+
+
 @pytest.mark.parametrize("topo, op, algo", [("1x4x4", "allreduce", "AicpuAllReduceSequenceMeshConcurNHR"),
                                            ("2x2x3", "reduce_scatter", "AicpuReduceScatterSequenceMeshConcurNHRNHR"),
-                                           ("2x2x3", "all_gather", "AicpuAllGatherSequenceMeshConcurNHRNHR")])
+                                           ("2x2x3", "all_gather", "AicpuAllGatherSequenceMeshConcurNHRNHR"),
+                                           ("1x4x4", "all_gather", "AicpuAllGatherParallelMeshNHR"),
+                                           ("1x4x4", "allreduce", "AicpuAllReduceParallelMeshNHR")])
 def test_rows_of_renamed_steps_equal_those_of_the_plain_steps(topo, op, algo):
     m = machine(topo)
     plans = [build_plan(Call(op, m.nranks, 10**6 + 7), algo, r, m) for r in range(m.nranks)]
-    assert any(type(s) is Renamed for p in plans for s in p.steps)
+    parts = [q for p in plans for s in p.steps for q in (s.parts if type(s) is Merged else (s,))]
+    assert any(type(q) is Renamed for q in parts)
     # a level's block run from offset 0 and moved (not the ReduceScatter's: its data are in scratch out of place)
-    assert any(type(s) is Renamed and s.moved for p in plans for s in p.steps) == (op != "reduce_scatter")
+    assert any(type(q) is Renamed and q.moved for q in parts) == (op != "reduce_scatter")
+    assert any(type(s) is Merged for p in plans for s in p.steps) == ("Parallel" in algo)     # two levels at once
     plain = [replace(p, steps=tuple(Step(s.transfers, s.local) for s in p.steps)) for p in plans]
     a, b = PlanArrays(plans, None), PlanArrays(plain, None)
     for col in ("step", "rank", "local", "index", "kind", "peer"):

@@ -22,7 +22,7 @@ from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Plan, Region, Renamed, Step, copy, recv, send
+from .ir import Buf, Merged, Plan, Region, Renamed, Step, action_count, copy, recv, send
 from .slices import Slices, VSlices
 from .templates import positions
 
@@ -40,7 +40,10 @@ def merge(*parts: Sequence[Step]) -> list[Step]:
     out = []
     for group in zip_longest(*parts):
         steps = [s for s in group if s is not None]
-        out.append(Step(tuple(a for s in steps for a in s.transfers), tuple(a for s in steps for a in s.local)))
+        if any(type(s) is Renamed or type(s) is Merged for s in steps):    # kept as the parts: made when read
+            out.append(Merged(tuple(s for s in steps if action_count(s))))
+        else:
+            out.append(Step(tuple(a for s in steps for a in s.transfers), tuple(a for s in steps for a in s.local)))
     return out
 
 
@@ -59,6 +62,9 @@ def scratch_end(steps: Sequence[Step]) -> int:
     """
     end = 0
     for s in steps:
+        if type(s) is Merged:
+            end = max(end, scratch_end(s.parts))
+            continue
         if type(s) is Renamed and (s.moved is None or s.moved[0] is not Buf.SCRATCH):
             s = s.template          # its scratch is the template's: counted once for every group and move
         hit = _STEP_END.get(id(s))

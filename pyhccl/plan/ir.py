@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Renamed", "Plan", "moved_actions"]
+__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Renamed", "Merged", "Plan", "moved_actions"]
 
 
 class Buf(enum.Enum):
@@ -357,15 +357,71 @@ class Renamed(Step):
         return Step, (self.transfers, self.local)
 
 
+class Merged(Step):
+    """Steps that run at the same time (an executor's merge of two parts' phases) as one step: its transfers
+    are every part's in order, then its local operations every part's; made when first read.
+
+    A Parallel executor merges two levels' steps on every rank; made, they would be every rank's
+    transfers anew. The simulator's rows (:class:`pyhccl.verify.rows.PlanArrays`) read the parts
+    instead (a :class:`Renamed` part as its template's). Equal to, hashed and pickled as the plain
+    :class:`Step`.
+    """
+
+    __slots__ = ("parts", "_made", "_made_local")
+
+    def __init__(self, parts: tuple[Step, ...]) -> None:
+        object.__setattr__(self, "parts", tuple(q for p in parts for q in (p.parts if type(p) is Merged else (p,))))
+        object.__setattr__(self, "_made", None)
+        object.__setattr__(self, "_made_local", None)
+
+    @property
+    def transfers(self) -> tuple[Action, ...]:      # type: ignore[override]
+        if self._made is None:
+            object.__setattr__(self, "_made", self._joined(0))
+        return self._made
+
+    @property
+    def local(self) -> tuple[Action, ...]:          # type: ignore[override]
+        if self._made_local is None:
+            object.__setattr__(self, "_made_local", self._joined(1))
+        return self._made_local
+
+    def _joined(self, local: int) -> tuple[Action, ...]:
+        """The parts' transfers (0) or local operations (1), without keeping what a renamed part makes."""
+        made = self._made_local if local else self._made
+        if made is not None:
+            return made
+        return tuple(a for p in self.parts
+                     for a in ((p._moved_local() if local else p._renamed()) if type(p) is Renamed
+                               else (p.local if local else p.transfers)))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is Merged and len(other.parts) == len(self.parts) \
+                and all(a is b for a, b in zip(self.parts, other.parts)):
+            return True
+        if isinstance(other, Step):
+            theirs = other._joined if type(other) is Merged else None
+            return (self._joined(0) == (theirs(0) if theirs else other.transfers)
+                    and self._joined(1) == (theirs(1) if theirs else other.local))
+        return NotImplemented
+
+    __hash__ = Step.__hash__
+
+    def __reduce__(self):
+        return Step, (self.transfers, self.local)
+
+
 def moved_actions(acts: tuple[Action, ...], buf: Buf, delta: int) -> Iterator[Action]:
     """``acts`` with every region in ``buf`` ``delta`` elements further on."""
     return (_action(a.kind, a.peer, _moved(a.src, buf, delta), _moved(a.dst, buf, delta)) for a in acts)
 
 
 def action_count(step: Step) -> int:
-    """Transfers and local operations of ``step`` (a :class:`Renamed` step's without making its transfers)."""
+    """Transfers and local operations of ``step`` (a :class:`Renamed` or :class:`Merged` step's without making them)."""
     if type(step) is Renamed:
         return len(step.canon) + len(step.canon_local)
+    if type(step) is Merged:
+        return sum(map(action_count, step.parts))
     return len(step.transfers) + len(step.local)
 
 

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..plan.ir import Buf, Kind, Plan, Renamed, moved_actions, with_peer
+from ..plan.ir import Buf, Kind, Merged, Plan, Renamed, moved_actions, with_peer
 from .atoms import Moves
 
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side"]
@@ -33,32 +33,65 @@ class PlanArrays:
 
     def __init__(self, plans: Sequence[Plan], shift: Sequence[int] | None, reserve=None) -> None:
         """``reserve``: called with the number of actions before their rows are made (the memory guard)."""
-        parts, groups, moves = [], [], []   # per step: its transfers, then its locals; a renamed step's group, move
+        # per step: its transfers, then its locals (a merged step's: every part's transfers, then every part's
+        # locals); a renamed part's group and move
+        parts, groups, moves, merged = [], [], [], []     # merged: (first part, parts) of each merged step
         for p in plans:
             for s in p.steps:
-                if type(s) is Renamed:
+                t = type(s)
+                if t is Renamed:
                     parts += (s.canon, s.canon_local)
                     groups += (s.group, None)
                     moves += (s.moved, s.moved)
+                elif t is Merged:
+                    merged.append((len(parts), len(s.parts)))
+                    for i in (0, 1):
+                        for q in s.parts:
+                            if type(q) is Renamed:
+                                parts.append(q.canon_local if i else q.canon)
+                                groups.append(None if i else q.group)
+                                moves.append(q.moved)
+                            else:
+                                parts.append(q.local if i else q.transfers)
+                                groups.append(None)
+                                moves.append(None)
                 else:
                     parts += (s.transfers, s.local)
                     groups += (None, None)
                     moves += (None, None)
         nsteps = np.array([len(p.steps) for p in plans], dtype=np.int64)
-        step_of_part = np.arange(len(parts)) // 2 - np.repeat(np.cumsum(nsteps) - nsteps, 2 * nsteps)
+        half = np.ones(int(nsteps.sum()), np.int64)                  # parts a step's transfers (and locals) come in
+        if merged:              # step j's first part is part 2 j, plus 2 k - 2 for each merged step of k parts before it
+            at, k = np.array(merged, dtype=np.int64).T
+            half[(at - (np.cumsum(2 * k - 2) - (2 * k - 2))) // 2] = k
+        step_no = np.arange(len(half)) - np.repeat(np.cumsum(nsteps) - nsteps, nsteps)    # a step's index in its plan
+        step_of_part = np.repeat(step_no, 2 * half)
+        within = np.arange(len(parts)) - np.repeat(np.cumsum(2 * half) - 2 * half, 2 * half)
+        local_of_part = within >= np.repeat(half, 2 * half)
         by_step = np.argsort(step_of_part, kind="stable")      # (step, rank, transfers | locals): the rows' order
         sizes = np.fromiter(map(len, parts), np.int64, len(parts))[by_step]
         if reserve is not None:
             reserve(int(sizes.sum()))
         self.step = np.repeat(step_of_part[by_step], sizes)
-        self.rank = np.repeat(np.repeat(np.array([p.rank for p in plans], dtype=np.int64), 2 * nsteps)[by_step], sizes)
-        self.local = np.repeat(by_step % 2, sizes)
-        self.index = np.arange(len(self.step)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        rank_of_part = np.repeat(np.repeat(np.array([p.rank for p in plans], dtype=np.int64), nsteps), 2 * half)
+        rank_of_part = rank_of_part[by_step]
+        self.rank = np.repeat(rank_of_part, sizes)
+        local_of_part = local_of_part[by_step]
+        self.local = np.repeat(local_of_part.astype(np.int64), sizes)
+        rows = np.arange(len(self.step))
+        in_part = rows - np.repeat(np.cumsum(sizes) - sizes, sizes)      # a row's index in its part
+        if merged:              # a row's index among its step's transfers (or locals), the parts one after the other
+            sp, rp, lp = step_of_part[by_step], rank_of_part, local_of_part
+            new = np.concatenate(([True], (sp[1:] != sp[:-1]) | (rp[1:] != rp[:-1]) | (lp[1:] != lp[:-1])))
+            row0 = np.cumsum(sizes) - sizes
+            self.index = rows - np.repeat(row0[np.flatnonzero(new)][np.cumsum(new) - 1], sizes)
+        else:
+            self.index = in_part
         # plans share parts and actions (templates are memoised, renamed steps share the template's): read each once
         dparts, at = _distinct(parts, by_step)
         self._acts = acts = list(chain.from_iterable(dparts))
         dsizes = np.fromiter(map(len, dparts), np.int64, len(dparts))
-        self._row_act = row_act = np.repeat((np.cumsum(dsizes) - dsizes)[at], sizes) + self.index
+        self._row_act = row_act = np.repeat((np.cumsum(dsizes) - dsizes)[at], sizes) + in_part
         distinct, at = _distinct(acts)
         at = at[row_act]
         kind = _ints(distinct, "kind", _KIND)
