@@ -8,7 +8,8 @@ import pytest
 
 from pyhccl.core.call import Call
 from pyhccl.plan import Buf, Region, Step, build_plan
-from pyhccl.plan.ir import Merged, Renamed, action_count, recv, reduce, send
+from pyhccl.plan.ir import recv, reduce, send
+from pyhccl.plan.shared import Merged, Renamed, action_count
 from pyhccl.topo import machine
 from pyhccl.verify.rows import PlanArrays
 from pyhccl.verify.sim import SimulationError, simulate

@@ -22,7 +22,8 @@ from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Merged, Plan, Region, Renamed, Step, action_count, copy, recv, send
+from .ir import Buf, Plan, Region, Step, copy, recv, send
+from .shared import Merged, Renamed, action_count
 from .slices import Slices, VSlices
 from .templates import positions
 

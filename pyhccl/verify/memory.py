@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import settings
-from ..plan.ir import action_count
+from ..plan.shared import action_count
 from .heap import free_bytes
 
 __all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "require_moves", "BuildGuard",

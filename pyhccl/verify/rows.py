@@ -9,7 +9,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..plan.ir import Buf, Kind, Merged, Plan, Renamed, moved_actions, with_peer
+from ..plan.ir import Buf, Kind, Plan, with_peer
+from ..plan.shared import Merged, Renamed, moved_actions
 from .atoms import Moves
 
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side"]

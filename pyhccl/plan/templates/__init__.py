@@ -33,7 +33,8 @@ import inspect
 import weakref
 from functools import lru_cache, wraps
 
-from ..ir import Buf, Region, Renamed, Step
+from ..ir import Buf, Region, Step
+from ..shared import Renamed
 from ..slices import Slices, VSlices
 from .alltoall import A2A
 from .barrier import BARRIER
@@ -60,7 +61,7 @@ def memoised(fn):
     and where its data start only as an offset added to every region of the data's buffer.
     So ``fn`` runs once per group size over the positions ``0..n-1``, on data from offset 0,
     and a group of ranks gets that result with the peers relabelled and the data's regions
-    moved where they are (:class:`~..ir.Renamed`: every level-0 group of a super pod shares
+    moved where they are (:class:`~..shared.Renamed`: every level-0 group of a super pod shares
     one run per position, and so does every level-1 group, wherever its block starts). Data
     in scratch is not moved (the template's own scratch is there too). A call repeated with
     equal arguments (the in-place and out-of-place forms of one call) shares the immutable
@@ -137,7 +138,7 @@ def positions(n: int) -> tuple[int, ...]:
 
 def relabel(steps, group, moved=None) -> tuple[Step, ...]:
     """``steps`` built on :func:`positions` with every peer ``p`` renamed ``group[p]`` and, with ``moved = (buf,
-    delta)``, the regions in ``buf`` moved ``delta`` on (:class:`~..ir.Renamed`: made when first read, so that a
+    delta)``, the regions in ``buf`` moved ``delta`` on (:class:`~..shared.Renamed`: made when first read, so that a
     super pod's plans share the template's)."""
     return tuple(Renamed(s, group, moved) if s.transfers or (moved and s.local) else s for s in steps)
 
