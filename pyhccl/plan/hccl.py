@@ -94,10 +94,12 @@ def not_runnable_reason(name: str) -> str | None:
     return None
 
 
-def _check(reg: Registration) -> list[list[Form]]:
+@lru_cache(maxsize=1024)
+def _check(reg: Registration) -> tuple[tuple[Form, ...], ...]:
+    """``reg``'s templates, level by level (read once per registration: every rank's build asks)."""
     kind = executor_kind(reg.executor)
     if reg.op == "BatchSendRecv" and not reg.levels:
-        return []               # InsV2BatchSendRecvExecutor: no template, the pair-wise schedule (templates/p2p.py)
+        return ()               # InsV2BatchSendRecvExecutor: no template, the pair-wise schedule (templates/p2p.py)
     if kind == "p2p" or HCCL_OPS.get(reg.op) is None:
         raise NotRunnableError(f"{reg.name} is point-to-point ({reg.op}); mpi4py's Send/Recv on the wrapped "
                                f"communicator carry it")
@@ -112,10 +114,10 @@ def _check(reg: Registration) -> list[list[Form]]:
                 raise NotRunnableError(f"{reg.name}: template {t} has no pyhccl counterpart "
                                        f"({f.role if f else '?'}/{f.name if f else '?'})")
             row.append(f)
-        forms.append(row)
+        forms.append(tuple(row))
     if not forms:
         raise NotRunnableError(f"{reg.name} has no templates")
-    return forms
+    return tuple(forms)
 
 
 def _fn(form: Form, reg: Registration, n: int) -> Callable:
