@@ -261,8 +261,6 @@ class Step:
                    tuple(Action.from_dict(a) for a in d["local"]))
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """One rank's schedule for one collective call, with its metadata.

@@ -78,9 +78,9 @@ class Renamed(Step):
         return self._made_local
 
     def _moved_local(self) -> tuple[Action, ...]:
-        if self.moved is None:
-            return self.template.local
-        return self._made_local or tuple(moved_actions(self.template.local, *self.moved))
+        if self._made_local is not None:
+            return self._made_local
+        return self.template.local if self.moved is None else tuple(moved_actions(self.template.local, *self.moved))
 
     def _renamed(self) -> tuple[Action, ...]:
         if self._made is not None:
@@ -95,15 +95,10 @@ class Renamed(Step):
                              _moved(a.src, buf, delta), _moved(a.dst, buf, delta)) for a in self.canon)
 
     def __eq__(self, other: object) -> bool:
-        """Compared without keeping the renamed transfers (a sweep compares the plan sets of names that build equal ones)."""
         if type(other) is Renamed and self.template is other.template and self.group == other.group \
                 and self.moved == other.moved:
             return True
-        if isinstance(other, Step):
-            if type(other) is Renamed:
-                return self._moved_local() == other._moved_local() and self._renamed() == other._renamed()
-            return self._moved_local() == other.local and self._renamed() == other.transfers
-        return NotImplemented
+        return _plain(self) == _plain(other) if isinstance(other, Step) else NotImplemented
 
     __hash__ = Step.__hash__
 
@@ -145,24 +140,28 @@ class Merged(Step):
         made = self._made_local if local else self._made
         if made is not None:
             return made
-        return tuple(a for p in self.parts
-                     for a in ((p._moved_local() if local else p._renamed()) if type(p) is Renamed
-                               else (p.local if local else p.transfers)))
+        return tuple(a for p in self.parts for a in _plain(p)[local])
 
     def __eq__(self, other: object) -> bool:
         if type(other) is Merged and len(other.parts) == len(self.parts) \
                 and all(a is b for a, b in zip(self.parts, other.parts)):
             return True
-        if isinstance(other, Step):
-            theirs = other._joined if type(other) is Merged else None
-            return (self._joined(0) == (theirs(0) if theirs else other.transfers)
-                    and self._joined(1) == (theirs(1) if theirs else other.local))
-        return NotImplemented
+        return _plain(self) == _plain(other) if isinstance(other, Step) else NotImplemented
 
     __hash__ = Step.__hash__
 
     def __reduce__(self):
         return Step, (self.transfers, self.local)
+
+
+def _plain(step: Step) -> tuple[tuple[Action, ...], tuple[Action, ...]]:
+    """``step``'s transfers and local operations, without keeping what a :class:`Renamed` or :class:`Merged` step
+    makes (a sweep compares the plan sets of names that build equal ones)."""
+    if type(step) is Renamed:
+        return step._renamed(), step._moved_local()
+    if type(step) is Merged:
+        return step._joined(0), step._joined(1)
+    return step.transfers, step.local
 
 
 def moved_actions(acts: tuple[Action, ...], buf: Buf, delta: int) -> Iterator[Action]:

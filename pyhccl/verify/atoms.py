@@ -253,8 +253,8 @@ class Grid:
     def pieces(self, side: Moves, lean: bool = False) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, bool]:
         """Every piece of ``side`` in stream order: its first atom, one past its last atom, its first key, and
         whether every piece is one atom (``lean``: the last two None where the pieces come in several batches and
-        each is one atom: a large move's arrays are not written, nor their memory touched, when only the first
-        atoms are read).
+        each is one atom, when they are ``lo + 1`` and ``keys[lo]``: a large move's arrays are not written, nor
+        their memory touched, when only the first atoms are read; :meth:`_full` makes them).
 
         Every piece's ends must be atom boundaries already (:func:`cut_keys` cuts at them all; after a
         :meth:`coalesce`, the ends it lacks are raised as :class:`_Uncut` for :meth:`pair` to cut). A move's first
@@ -278,9 +278,8 @@ class Grid:
         step = np.where(side.rep > 1, search(keys, side.key + side.stride) - lo0, 0)
         first = np.cumsum(side.rep) - side.rep
         runs = batches(side.rep, _PIECE_BATCH)
-        total = int(side.rep.sum()) if len(runs) > 1 else 0
-        lo = np.empty(total, np.int64)
-        hi, kb = (np.empty(0 if lean else total, np.int64) for _ in range(2))
+        lo = np.empty(int(side.rep.sum()) if len(runs) > 1 else 0, np.int64)
+        hi = kb = None
         one = True
         for a, b in runs:                       # moves [a, b): a batch of pieces
             m, r = slice(a, b), side.rep[a:b]
@@ -299,13 +298,17 @@ class Grid:
                 return clo, chi, ckb, one
             p = int(first[a])
             lo[p:p + len(clo)] = clo
-            if not lean:
+            if hi is None and not (lean and one):       # the batches before were one atom a piece
+                hi, kb = np.empty(len(lo), np.int64), np.empty(len(lo), np.int64)
+                hi[:p], kb[:p] = lo[:p] + 1, keys[lo[:p]]
+            if hi is not None:
                 hi[p:p + len(clo)], kb[p:p + len(clo)] = chi, ckb
-        if lean and one:
-            return lo, None, None, one
-        if lean:                                # some piece is several atoms: its ends are needed after all
-            return self.pieces(side)
         return lo, hi, kb, one
+
+    def _full(self, found: tuple) -> tuple:
+        """:meth:`pieces`'s answer with the ends and first keys a lean one left out (every piece one atom)."""
+        lo, hi, kb, one = found
+        return found if hi is not None else (lo, lo + 1, self.keys[lo], one)
 
     def _cut_at(self, ends: np.ndarray, found: np.ndarray) -> None:
         """Raise :class:`_Uncut` with the piece ``ends`` the grid lacks (``found``: the keys found for them)."""
@@ -342,7 +345,7 @@ class Grid:
         lb, _, _, one_b = found_b
         if one_a and one_b and alike:       # piece by piece, atom by atom
             return la, lb, np.repeat(np.arange(len(a.rep)), a.rep), None
-        found_a, found_b = (f if f[1] is not None else self.pieces(m) for f, m in ((found_a, a), (found_b, b)))
+        found_a, found_b = self._full(found_a), self._full(found_b)
         loc_a = loc_b = None        # located on the grid as it is (None: to locate)
         if one_a and (a.rep == 1).all() and (b.rep == 1).all():     # one source atom a move: read at its offset
             ib, mb = ranges(lb, found_b[1])

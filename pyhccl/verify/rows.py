@@ -39,27 +39,17 @@ class PlanArrays:
         parts, groups, moves, merged = [], [], [], []     # merged: (first part, parts) of each merged step
         for p in plans:
             for s in p.steps:
-                t = type(s)
-                if t is Renamed:
-                    parts += (s.canon, s.canon_local)
-                    groups += (s.group, None)
-                    moves += (s.moved, s.moved)
-                elif t is Merged:
+                if type(s) is Merged:
                     merged.append((len(parts), len(s.parts)))
-                    for i in (0, 1):
-                        for q in s.parts:
-                            if type(q) is Renamed:
-                                parts.append(q.canon_local if i else q.canon)
-                                groups.append(None if i else q.group)
-                                moves.append(q.moved)
-                            else:
-                                parts.append(q.local if i else q.transfers)
-                                groups.append(None)
-                                moves.append(None)
+                    halves = [_halves(q) for q in s.parts]
+                    parts += [h[0] for h in halves] + [h[1] for h in halves]
+                    groups += [h[2] for h in halves] + [None] * len(halves)
+                    moves += [h[3] for h in halves] * 2
                 else:
-                    parts += (s.transfers, s.local)
-                    groups += (None, None)
-                    moves += (None, None)
+                    xfer, local, group, move = _halves(s)
+                    parts += (xfer, local)
+                    groups += (group, None)
+                    moves += (move, move)
         nsteps = np.array([len(p.steps) for p in plans], dtype=np.int64)
         half = np.ones(int(nsteps.sum()), np.int64)                  # parts a step's transfers (and locals) come in
         if merged:              # step j's first part is part 2 j, plus 2 k - 2 for each merged step of k parts before it
@@ -115,6 +105,13 @@ class PlanArrays:
             buf = _BUFS[int(self._moves[0][row])]
             a = next(moved_actions((a,), buf, int(self._moves[1][row])))
         return with_peer(a, peer) if type(a.peer) is int and a.peer != peer else a     # a renamed transfer
+
+
+def _halves(s) -> tuple:
+    """A step's transfers and locals as its template made them, its group (None: the peers are ranks) and move."""
+    if type(s) is Renamed:
+        return s.canon, s.canon_local, s.group, s.moved
+    return s.transfers, s.local, None, None
 
 
 def _distinct(objs: list, order: np.ndarray | None = None) -> tuple[list, np.ndarray]:
