@@ -78,27 +78,74 @@ class ShmRunner:
             inp = self._own_copy(inp)       # a Reduce root's IN_PLACE: the plan, out of place, reads a copy
         if not engine.reserve(p.nbytes, timeout):
             raise self._stalled(None, timeout)
+        key, places, pre = self._pre(inp, out)
+        if places is not None:
+            engine.heads[p.rank][:] = places
+        self._execute(pre, ufunc, timeout)
+        if places is not None and p.cut < len(p.program):
+            self._execute(self._post(key, inp, out, self._peers())[1], ufunc, timeout)
+
+    def bind(self, inp: np.ndarray, out: np.ndarray, ufunc: Callable | None) -> Callable[[], None]:
+        """:meth:`run` on these arrays with no timeout, as a function of no arguments (the warm path's call: a
+        loop calling with the same arrays): the binding looked up once, again only when the window grows, shared
+        arrays come or go, or a peer's places change (read after the first barrier of every call, as :meth:`run`
+        does)."""
+        p, engine, execute = self.plan, self.engine, self._execute
+        if not p.call.in_place and inp.size and np.may_share_memory(inp, out):
+            return lambda: self.run(None, (inp, out, None), ufunc)
+        gen = -1
+        key = places = pre = head = seen = post = None
+        rest = p.cut < len(p.program)
+
+        def go() -> None:
+            nonlocal gen, key, places, pre, head, seen, post
+            if engine.generation != gen or (places is None) != (not engine.heaps and not p.cma):
+                # first call, the window grown since, or shared arrays allocated (every rank then writes its header,
+                # peers read it) or all released since: the full path, then bind
+                self.run(None, (inp, out, None), ufunc)
+                gen = engine.generation
+                key, places, pre = self._pre(inp, out)
+                head, seen = engine.heads[p.rank], None
+                return
+            if places is None:
+                execute(pre, ufunc, None)
+                return
+            head[:] = places
+            execute(pre, ufunc, None)
+            if rest:
+                peers = self._peers()
+                if peers != seen:
+                    seen, post = self._post(key, inp, out, peers)
+                execute(post, ufunc, None)
+        return go
+
+    def _pre(self, inp: np.ndarray, out: np.ndarray) -> tuple[tuple, tuple | None, list[tuple]]:
+        """The binding of the program before its first barrier for these arrays: ``(key, places, program)``; places
+        (this rank's header) None where the plan needs none (no peer's places read: the whole program)."""
+        p, engine = self.plan, self.engine
         key = (inp.__array_interface__["data"][0], inp.size, out.__array_interface__["data"][0], out.size,
                out.dtype.str, engine.generation, id(engine))
         if not engine.heaps and not p.cma:         # every area where the plan put it: one binding
             prog = self._views.get(key)
             if prog is None:
                 prog = self._remember(key, self._bind(inp, out, p.program))
-            self._execute(prog, ufunc, timeout)
-            return
+            return key, None, prog
         places = self._places(inp, out) + (inp.__array_interface__["data"][0], out.__array_interface__["data"][0])
-        engine.heads[p.rank][:] = places
         pre = self._views.get((key, None))
         if pre is None:
             pre = self._remember((key, None), self._bind(inp, out, p.program[:p.cut], places))
-        self._execute(pre, ufunc, timeout)
-        if p.cut == len(p.program):
-            return
-        peers = tuple(itertools.chain.from_iterable(h.tolist() for h in engine.heads))   # after the barrier
+        return key, places, pre
+
+    def _peers(self) -> tuple[int, ...]:
+        """Every rank's header (after the first barrier: where each peer's input and output are this call)."""
+        return tuple(itertools.chain.from_iterable(h.tolist() for h in self.engine.heads))
+
+    def _post(self, key: tuple, inp: np.ndarray, out: np.ndarray, peers: tuple) -> tuple[tuple, list[tuple]]:
+        """``(peers, the program from the first barrier on, bound to these arrays and the peers' places)``."""
         post = self._views.get((key, peers))
         if post is None:
-            post = self._remember((key, peers), self._bind(inp, out, p.program[p.cut:], peers))
-        self._execute(post, ufunc, timeout)
+            post = self._remember((key, peers), self._bind(inp, out, self.plan.program[self.plan.cut:], peers))
+        return peers, post
 
     def _own_copy(self, inp: np.ndarray) -> np.ndarray:
         """``inp`` copied into this runner's own array (kept: the next call binds to the same address)."""
