@@ -104,14 +104,15 @@ def test_the_cli_measures_caches_and_prints_the_picks(tmp_path, monkeypatch, cap
 
 
 @pytest.mark.parametrize("wins, cap", [
-    ([True, True, True], 1 << 20),                  # the slots win at every size: they take all they can
-    ([True, False, False], 131072),                 # half-way (geometrically) from 64 KiB to 256 KiB
-    ([True, True, False], 524288),
-    ([False, True, True], 32768),                   # lost at the first size: half-way from 16 KiB
+    ([True, True, True, True], 1 << 20),            # the slots win at every size: they take all they can
+    ([True, False, False, False], 131072),          # half-way (geometrically) from 64 KiB to 256 KiB
+    ([True, True, False, False], 370688),           # from 256 KiB to 512 KiB
+    ([True, True, True, False], 741440),
+    ([False, True, True, True], 32768),             # lost at the first size: half-way from 16 KiB
 ])
 def test_the_one_shot_crossover_from_the_measured_wins(wins, cap):
     from pyhccl.comm.probe import ONE_SHOT_SIZES, _crossover
-    assert ONE_SHOT_SIZES == (65536, 262144, 1 << 20)
+    assert ONE_SHOT_SIZES == (65536, 262144, 524288, 1 << 20)
     assert _crossover(wins) == cap
 
 
