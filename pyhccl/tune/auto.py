@@ -32,8 +32,8 @@ __all__ = ["SCHEMA", "Candidate", "AutoProfile", "profile_key", "profile_path", 
 
 SCHEMA = "pyhccl-machine-profile"
 #: 3: the one-shot AlltoAll copies less (its crossover moved); 4: the one-step crossover is also timed at 512 KiB
-#: (it was put half-way between 256 KiB and 1 MiB, where in-place reads won by 1.4x at 2 ranks): profiles measured
-#: before are measured again
+#: (it was put half-way between 256 KiB and 1 MiB, where in-place reads won by 1.4x at 2 ranks), sizes smallest
+#: first: profiles measured before are measured again
 VERSION = 4
 ENGINE = "SHM"
 
