@@ -24,6 +24,9 @@ the core when ranks outnumber cores: cheaper than an MPI barrier at every rank c
   One-shot: each rank reads every peer's whole input by chunks and adds it (more bytes, one barrier
   fewer): the faster of the two is the floor.
 
+The floor counts bytes, not calls: at many ranks and small sizes its N - 1 system calls a rank cost
+more than the shared slots' two copies and one barrier, and the default communicator beats it there.
+
 Native MPI (the wrapped library's own collective on the same arrays) and pyhccl's default
 communicator run in the same rounds, interleaved; a form's time is its best round (each the slowest
 rank's median of ``--iters`` calls). Printed per op and size: the three times, ``native / floor`` (the
