@@ -102,30 +102,32 @@ class Forms:
             lo, hi = slices[me]
             bounce = np.empty(max(1, chunk // 4), np.float32)
             # two-shot: my slice of every peer's input, chunk by chunk, added into my output slice
-            reads = []              # per chunk, per peer: (read, bounce, what it adds to, output); the first adds
-            for a in range(lo, hi, len(bounce)):                    # to the input, the next ones to the output
-                b = min(hi, a + len(bounce))
-                for i, q in enumerate(others):
-                    reads.append((reader(Remote(peers[q][0], peers[q][1] + a * 4, b - a, 4), bounce[:b - a]),
-                                  bounce[:b - a], x[a:b] if i == 0 else y[a:b], y[a:b]))
+
+            def reads(lo: int, hi: int) -> list[tuple]:
+                """Per chunk of ``[lo, hi)``, per peer: (its read, the bounce buffer, what it adds to, the output);
+                the first peer's adds to the input, the next ones' to the output."""
+                out = []
+                for a in range(lo, hi, len(bounce)):
+                    b = min(hi, a + len(bounce))
+                    for i, q in enumerate(others):
+                        out.append((reader(Remote(peers[q][0], peers[q][1] + a * 4, b - a, 4), bounce[:b - a]),
+                                    bounce[:b - a], x[a:b] if i == 0 else y[a:b], y[a:b]))
+                return out
+
+            mine = reads(lo, hi)
             pushes = [writer(y[lo:hi], Remote(peers[q][0], peers[q][2] + lo * 4, hi - lo, 4)) for q in others]
             add = np.add
 
             def two_shot() -> None:
                 barrier()
-                for read, buf, src, out in reads:
+                for read, buf, src, out in mine:
                     read()
                     add(src, buf, out=out)
                 for p in pushes:                # no peer writes this slice of any output: no barrier before
                     p()
                 barrier()
 
-            whole = []
-            for a in range(0, count, len(bounce)):
-                b = min(count, a + len(bounce))
-                for i, q in enumerate(others):
-                    whole.append((reader(Remote(peers[q][0], peers[q][1] + a * 4, b - a, 4), bounce[:b - a]),
-                                  bounce[:b - a], x[a:b] if i == 0 else y[a:b], y[a:b]))
+            whole = reads(0, count)
 
             def one_shot() -> None:
                 barrier()

@@ -83,7 +83,7 @@ def test_bound_calls_follow_a_grown_window_and_shared_allocations(eng):
     run.run(COMM, (other, out, None), np.add)       # every rank's header names its part of it
     assert (out == N * 3 + N * (N - 1) // 2).all()
     for i in (4, 5):                                # odd ranks' input still there, read in place by their peers;
-        if RANK % 2:                                # the even ranks' bound calls must say their arrays moved
+        if RANK % 2:                                # the even ranks' bound calls beside them, on ordinary arrays
             other[:] = RANK + i
             run.run(COMM, (other, out, None), np.add)
             assert (out == N * i + N * (N - 1) // 2).all(), i

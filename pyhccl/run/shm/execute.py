@@ -83,7 +83,7 @@ class ShmRunner:
             engine.heads[p.rank][:] = places
         self._execute(pre, ufunc, timeout)
         if places is not None and p.cut < len(p.program):
-            self._execute(self._post(key, inp, out, self._peers())[1], ufunc, timeout)
+            self._execute(self._post(key, inp, out, self._peers()), ufunc, timeout)
 
     def bind(self, inp: np.ndarray, out: np.ndarray, ufunc: Callable | None) -> Callable[[], None]:
         """:meth:`run` on these arrays with no timeout, as a function of no arguments (the warm path's call: a
@@ -115,7 +115,7 @@ class ShmRunner:
             if rest:
                 peers = self._peers()
                 if peers != seen:
-                    seen, post = self._post(key, inp, out, peers)
+                    seen, post = peers, self._post(key, inp, out, peers)
                 execute(post, ufunc, None)
         return go
 
@@ -140,12 +140,12 @@ class ShmRunner:
         """Every rank's header (after the first barrier: where each peer's input and output are this call)."""
         return tuple(itertools.chain.from_iterable(h.tolist() for h in self.engine.heads))
 
-    def _post(self, key: tuple, inp: np.ndarray, out: np.ndarray, peers: tuple) -> tuple[tuple, list[tuple]]:
-        """``(peers, the program from the first barrier on, bound to these arrays and the peers' places)``."""
+    def _post(self, key: tuple, inp: np.ndarray, out: np.ndarray, peers: tuple) -> list[tuple]:
+        """The program from the first barrier on, bound to these arrays and the peers' places."""
         post = self._views.get((key, peers))
         if post is None:
             post = self._remember((key, peers), self._bind(inp, out, self.plan.program[self.plan.cut:], peers))
-        return peers, post
+        return post
 
     def _own_copy(self, inp: np.ndarray) -> np.ndarray:
         """``inp`` copied into this runner's own array (kept: the next call binds to the same address)."""
