@@ -111,7 +111,7 @@ def test_bitwise_identical_to_the_mpi_runtime(op):
 @pytest.mark.parametrize("op, algo", [("allreduce", "MeshTwoShot"), ("allreduce", "Ring"),
                                       ("reduce_scatter", "Mesh"), ("all_gather", "NB")])
 def test_reads_of_several_pieces(op, algo):
-    """Peers' pieces over CMA_CHUNK_BYTES (1 MiB) are read and reduced piece by piece: bit for bit the MPI
+    """Peers' pieces over CHUNK_BYTES (256 KiB) are read and reduced piece by piece: bit for bit the MPI
     runtime's result, in place and out of place."""
     bad = []
     for ip in (False, True):
