@@ -2,6 +2,8 @@
 
 import json
 
+import re
+
 import pytest
 
 from pyhccl.algo.predicates import op_call
@@ -93,7 +95,8 @@ def test_the_cli_measures_caches_and_prints_the_picks(tmp_path, monkeypatch, cap
     assert main([], MPI.COMM_SELF) == 0
     out = capsys.readouterr().out
     assert f"machine profile {tmp_path}" in out and "1 ranks, topology" in out
-    assert "AllReduce      8: MeshOneShot@shm" in out and "128M: MeshTwoShot@shm" in out
+    # the picks are measured (at 1 rank every candidate is a local copy: any may win a size)
+    assert re.search(r"AllReduce +8: (MeshOneShot|MeshTwoShot|Ring)@shm, .*128M: (MeshTwoShot|Ring)@shm", out), out
     files = list((tmp_path / "profiles").iterdir())
     assert len(files) == 1
     stamp = files[0].stat().st_mtime_ns

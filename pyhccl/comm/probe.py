@@ -29,7 +29,7 @@ from ..run.shm import OneShotRunner, ShmRunner, compile_shm
 from ..run.shm.flags import cores
 from ..run.shm.oneshot import ONE_SHOT, ONE_SHOT_MAX_BYTES
 from ..topo import Topology
-from ..tune.auto import (PREFERENCE, AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path,
+from ..tune.auto import (AutoProfile, Candidate, ProfileError, load_profile, profile_key, profile_path,
                          save_profile)
 from .agree import Planner
 from .job import Job
@@ -143,7 +143,7 @@ def one_shot_caps(pcomm: MPI.Intracomm, planner: Planner) -> tuple[tuple[str, in
             t = _fastest(pcomm, {"slots": _timer(pcomm, planner, call, name, OneShotRunner(call, rank, 4, eng)),
                                  "cma": _timer(pcomm, planner, call, name,
                                                ShmRunner(compile_shm(call, plans, 4, rank, cma=True), eng))})
-            wins[k] = t["slots"] <= t["cma"] * (1 + PREFERENCE)      # the slots unless in place is clearly faster
+            wins[k] = t["slots"] <= t["cma"]          # no preference: where the two tie either serves
             if not wins[k]:
                 break
         caps.append((spec.hccl, _crossover(wins)))

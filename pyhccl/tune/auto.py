@@ -33,8 +33,9 @@ __all__ = ["SCHEMA", "Candidate", "AutoProfile", "profile_key", "profile_path", 
 SCHEMA = "pyhccl-machine-profile"
 #: 3: the one-shot AlltoAll copies less (its crossover moved); 4: the one-step crossover is also timed at 512 KiB
 #: (it was put half-way between 256 KiB and 1 MiB, where in-place reads won by 1.4x at 2 ranks), sizes smallest
-#: first: profiles measured before are measured again
-VERSION = 4
+#: first; 5: the one-step crossover without a margin for the slots, reads by 256 KiB: profiles measured before are
+#: measured again
+VERSION = 5
 ENGINE = "SHM"
 
 
