@@ -1,7 +1,6 @@
 """The machine profile as data (pyhccl.tune.auto): prices from measured points, the cache file, its errors."""
 
 import json
-
 import re
 
 import pytest
