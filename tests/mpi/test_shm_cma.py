@@ -18,7 +18,7 @@ from pyhccl.core.call import OPS, Call
 from pyhccl.plan.api import NotRunnableError, build_plan, flat_names
 from pyhccl.run.mpi import compile_plan
 from pyhccl.run.shm import ShmEngine, ShmRunner, compile_shm
-from pyhccl.run.shm.program import PEER, SYNC
+from pyhccl.run.shm.program import COPY, PEER, SYNC, UFUNC, WIN
 from pyhccl.run.shm import cma
 
 pytestmark = pytest.mark.mpi
@@ -137,6 +137,19 @@ def test_the_one_shot_reads_peers_inputs_between_two_barriers(n):
     assert sp.syncs == 2
     loads = [e for e in sp.program if e[0] != SYNC]
     assert len(loads) == n - 1 and all(e[3][0] == PEER and e[3][2].value == "in" for e in loads), loads
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_the_two_shot_reads_each_input_once_and_copies_nothing(n):
+    """MeshTwoShot's plan keeps a rank's own slice in scratch while it loads the lower ranks' slices into its
+    output (the rank-order reduce). Compiled, no rank copies its slice anywhere: every rank's program is n - 1
+    reduces (the first of a rank above 1 reads two peers) and n - 1 pushes, none in the window."""
+    call = Call("allreduce", n, 1 << 16)
+    plans = [build_plan(call, "MeshTwoShot", r) for r in range(n)]
+    for r in range(n):
+        prog = [e for e in compile_shm(call, plans, 4, r, cma=True).program if e[0] != SYNC]
+        assert [e[0] for e in prog] == [UFUNC] * (n - 1) + [COPY] * (n - 1), (r, prog)
+        assert not [loc for e in prog for loc in e[1:] if loc is not None and loc[0] == WIN], (r, prog)
 
 
 def test_moving_freed_and_reallocated_buffers_are_read_afresh():

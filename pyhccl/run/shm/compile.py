@@ -10,7 +10,8 @@ and on the values written into them, then
 
 * fuses a receive into scratch that feeds one local reduce (or copy) of the same step into
   that op: ``ufunc(dst, peer_view, out=dst)``, no intermediate copy;
-* folds a copy ``d = s`` whose value only feeds one later reduce into it: ``ufunc(s, x, out=d)``;
+* lets a local read of a rank's own copy ``d = s`` read ``s`` (the copy goes when nothing else reads
+  it), so a copy that only feeds a reduce folds into it: ``ufunc(s, x, out=d)``;
 * with cross-memory attach, lets a load of a peer's copy of its own data read the original
   instead (the copy goes when nothing else reads it);
   and a value computed in scratch only to be copied into the output is computed there;
@@ -75,9 +76,9 @@ class ShmPlan:
         defs = self._dataflow(ops)
         if cma:
             self._forward(ops, defs)
+        self._propagate(ops, defs)
         hazard = self._hazards(ops, nsteps)             # on the atoms the pulls read once forwarded
         self._fuse(ops, defs, hazard)
-        self._fold(ops, defs)
         if cma:
             self._sink(ops, defs)
         self.program = build_program(rank, ops, defs, nsteps, hazard, cma, max(1, SHARE_MIN_BYTES // itemsize))
@@ -281,31 +282,36 @@ class ShmPlan:
                 d["dead"] = True
             op.lanes = keep
 
-    # -- folding: a copy whose value only feeds one reduce becomes that reduce's first operand
-    def _fold(self, ops: list[_Op], defs: list[dict]) -> None:
+    # -- propagation: a local read of this rank's plain copy ``d = s`` reads ``s`` ------------
+    def _propagate(self, ops: list[_Op], defs: list[dict]) -> None:
+        """A local op's operand whose value is its rank's own copy ``d = s`` reads ``s`` instead when nothing writes
+        ``s``'s atom between the copy and the op; a copy nothing reads then goes. Chains resolve in op order (a
+        copy of a copy reads the original), and a copy that only feeds a reduce folds into it: ``ufunc(s, x,
+        out=d)``. (MeshTwoShot keeps a rank's own slice in scratch while it loads the lower ranks' into its
+        output: both copies go and the reduce reads the input.)"""
         for op in ops:
-            if op.kind != "copy":
+            if op.kind == "pull":
                 continue
-            keep = []
             for lane in op.lanes:
-                d = defs[lane[5]]
-                rd = d["readers"]
-                if _kept(d) or len(rd) != 1:
-                    keep.append(lane)
-                    continue
-                user, ul = rd[0]
-                src = lane[1]
-                if user.kind != "reduce" or src[0] != op.rank or ul[3] != lane[5] or ul[1] != lane[0] or ul[2] == lane[0] \
-                        or any(op.order < w < user.order for w in self.writes.get(src, ())):
-                    keep.append(lane)
-                    continue
-                ul[1], ul[3] = src, lane[3]
-                if lane[3] is not None:
-                    defs[lane[3]]["readers"].append((user, ul))
-                d["readers"] = []
-                d["dead"] = True
-            op.lanes = keep
-
+                for k in (3, 4):
+                    d = lane[k]
+                    src = defs[d]["op"] if d is not None else None
+                    if src is None or src.kind != "copy" or src.rank != op.rank:
+                        continue
+                    cl = next(l for l in src.lanes if l[5] == d)
+                    if cl[1][0] != op.rank or any(src.order < w < op.order for w in self.writes.get(cl[1], ())):
+                        continue
+                    rd = defs[d]["readers"]
+                    rd[:] = [x for x in rd if x[1] is not lane]
+                    lane[k - 2], lane[k] = cl[1], cl[3]
+                    if cl[3] is not None:
+                        defs[cl[3]]["readers"].append((op, lane))
+                    if not rd and not _kept(defs[d]):
+                        src.lanes = [l for l in src.lanes if l is not cl]
+                        if cl[3] is not None:
+                            srd = defs[cl[3]]["readers"]
+                            srd[:] = [x for x in srd if x[1] is not cl]
+                        defs[d]["dead"] = True
 
     # -- sinking (cma): a value written to scratch only for one later copy into the output is written there
     def _sink(self, ops: list[_Op], defs: list[dict]) -> None:
