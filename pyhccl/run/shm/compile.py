@@ -227,8 +227,9 @@ class ShmPlan:
                 cur[lane[0]] = lane[5] = len(defs)
                 defs.append({"atom": lane[0], "op": op, "readers": [], "final": False})
                 self.writes[lane[0]].append(op.order)
-        for d in cur.values():
-            defs[d]["final"] = True
+        for d in cur.values():              # a non-root Reduce's output is the templates' work space: nothing is left there
+            at = defs[d]["atom"]
+            defs[d]["final"] = not (c.op == "reduce" and at[1] is Buf.OUTPUT and at[0] != c.root)
         return defs
 
     # -- forwarding (cma): a pull of a value the peer copied from its own data loads the original
