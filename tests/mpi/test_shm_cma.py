@@ -251,7 +251,22 @@ def test_symmetric_loads_are_pushed_whole():
         syncs = [i for i, e in enumerate(plan.program) if e[0] == SYNC]
         reads = [e for e in plan.program[syncs[-2]:syncs[-1]] if e[0] != SYNC and e[2][0] == PEER]  # last step's
         assert not reads, (op, reads)
-        assert sorted(e[1][1] for e in pushes(call, algo)) == sorted(set(range(N)) - {RANK}), op
+        # each rank writes to the ranks after it first: not every rank into rank 0 at once
+        assert [e[1][1] for e in pushes(call, algo)] == [(RANK + k) % N for k in range(1, N)], op
+
+
+def test_copies_with_a_peer_stay_whole_and_reduces_go_by_pieces():
+    """A run of same-length ops is executed piece by piece where a piece then stays in cache (a reduce reading
+    a peer's piece from the bounce buffer); a copy from or into a peer's memory is one system call whole."""
+    from pyhccl.run.shm.execute import BLOCK, CHUNK_BYTES, _blocked
+    k = 4 * CHUNK_BYTES // 4
+    mine = [np.zeros(k, np.float32) for _ in range(3)]
+    far = [cma.Remote(1, 4096 * (j + 1), k, 4) for j in range(3)]
+    copies = [(COPY, far[j], mine[j], None) for j in range(3)] + [(COPY, mine[j], far[j], None) for j in range(3)]
+    assert _blocked(copies, k // 4) == copies
+    reduces = [(UFUNC, mine[0], mine[0], far[j]) for j in range(3)]
+    (code, pieces, _, _), = _blocked(reduces, k // 4)
+    assert code == BLOCK and len(pieces) == 12 and all(p[1].size == k // 4 for p in pieces)
 
 
 @pytest.mark.skipif(N == 1, reason="one rank reads no peer")

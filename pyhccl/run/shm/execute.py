@@ -308,7 +308,7 @@ def _blocked(prog: list[tuple], chunk: int) -> list[tuple]:
     """Runs of ops of one length whose shared memory is touched at the same positions, run piece by piece.
 
     A reduce chain into one destination and the copy of its result then stream each piece
-    through the cache once instead of once per op.
+    through the cache once instead of once per op. A copy from or into a peer's memory stays whole.
     """
     out: list[tuple] = []
     run: list[tuple] = []
@@ -324,7 +324,7 @@ def _blocked(prog: list[tuple], chunk: int) -> list[tuple]:
         run.clear()
 
     for e in prog:
-        if e[0] == SYNC or e[1].size < 2 * chunk:
+        if e[0] == SYNC or e[1].size < 2 * chunk or e[0] == COPY and Remote in (type(e[1]), type(e[2])):
             flush()
             out.append(e)
         elif run and (e[1].size != run[0][1].size or not all(_aligned(g, e) for g in run)):

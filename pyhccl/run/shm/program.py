@@ -73,7 +73,8 @@ def build_program(rank: int, ops: list[Any], defs: list[dict], nsteps: int, haza
             local = [op for op in local if op not in early]
         if t in pulling and not synced:
             prog.append((SYNC, (t, "before"), None, None))
-        prog += pushes[t]
+        # each rank pushes to the ranks after it first (me + 1, ..., then 0, ...): not every rank into rank 0 at once
+        prog += sorted(pushes[t], key=lambda e: (e[1][1] < me, e[1][1]))
         for group in (pulls, local):
             for op in group:
                 prog += _lanes(me, op, defs, cma, share)
