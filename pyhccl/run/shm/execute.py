@@ -92,28 +92,30 @@ class ShmRunner:
         if not p.call.in_place and inp.size and np.may_share_memory(inp, out):
             return lambda: self.run(None, (inp, out, None), ufunc)
         gen = -1
-        key = places = pre = head = seen = post = None
+        key = places = mine = pre = head = heads = seen = post = None
         rest = p.cut < len(p.program)
+        join = b"".join
 
         def go() -> None:
-            nonlocal gen, key, places, pre, head, seen, post
+            nonlocal gen, key, places, mine, pre, head, heads, seen, post
             if engine.generation != gen or (places is None) != (not engine.heaps and not p.cma):
                 # first call, the window grown since, or shared arrays allocated (every rank then writes its header,
                 # peers read it) or all released since: the full path, then bind
                 self.run(None, (inp, out, None), ufunc)
                 gen = engine.generation
                 key, places, pre = self._pre(inp, out)
-                head, seen = engine.heads[p.rank], None
+                mine = None if places is None else np.array(places, np.int64)
+                head, heads, seen = engine.heads[p.rank], engine.heads, None
                 return
             if places is None:
                 execute(pre, ufunc, None)
                 return
-            head[:] = places
+            head[:] = mine
             execute(pre, ufunc, None)
             if rest:
-                peers = self._peers()
-                if peers != seen:
-                    seen, post = peers, self._post(key, inp, out, peers)
+                now = join([h.tobytes() for h in heads])        # every rank's header: bind again when one moved
+                if now != seen:
+                    seen, post = now, self._post(key, inp, out, self._peers())
                 execute(post, ufunc, None)
         return go
 
