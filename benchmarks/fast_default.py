@@ -17,8 +17,10 @@ cores), and prints:
 - 8 B-4 KiB AllReduce: pyhccl time / native time (target <= 1.5 at 2 ranks, <= 1.0 at 8);
 - every op from 1 MiB: the worst ratio (target >= 1.0 in every cell).
 
-Raw tables and JSON go to ``--out`` (default benchmarks/results/fast/). Timings on a shared 2-core
-machine are noisy: the ratios of one run compare like with like.
+Raw tables, JSON and a plot per op and rank count (busbw of the default communicator and of native MPI
+against size, with the one-host memory bound; needs matplotlib) go to ``--out`` (default
+benchmarks/results/fast/). Timings on a shared 2-core machine are noisy: the ratios of one run compare
+like with like.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def run(n: int, op: str, args: argparse.Namespace, out: Path) -> list[dict]:
     js = out / f"{op}_{n}.json"
     cmd = [*mpiexec_command(), "-n", str(n), sys.executable, "-m", "pyhccl.bench", op, "--algo", "fast",
            "--sizes", args.sizes, "--rounds", str(args.rounds), "--budget", str(args.budget), "--no-inplace",
-           "--json", str(js)]
+           "--json", str(js)] + (["--plot", str(out / f"{op}_{n}.png")] if args.plot else [])
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=job_env(n), timeout=args.timeout)
     (out / f"{op}_{n}.txt").write_text(proc.stdout + proc.stderr)
@@ -155,8 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--refresh", action="store_true",
                    help="measure each rank count's machine profile again first (python -m pyhccl.tune --refresh)")
     p.add_argument("--timeout", type=float, default=1200, help="seconds one bench job may take")
+    p.add_argument("--no-plot", dest="plot", action="store_false",
+                   help="no plot per op and rank count (busbw, native MPI, the roofline; drawn where matplotlib is)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fast"), help="where results go")
     args = p.parse_args(argv)
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print("# no plots: matplotlib is not installed (pip install 'pyhccl[plot]')", flush=True)
+            args.plot = False
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ranks = [int(x) for x in args.ranks.split(",")]

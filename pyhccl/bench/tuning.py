@@ -138,7 +138,9 @@ def regret_lines(report: Sequence[Regret]) -> list[str]:
 
 
 def plot(args: BenchArgs, rows: Sequence[Row], nranks: int, path: str, report: Sequence[Regret] = ()) -> None:
-    """busbw against size per algorithm, native MPI as a reference line, the choices marked."""
+    """busbw against size per algorithm, native MPI as a reference line, the one-host memory bound (the roofline,
+    where the rows carry their % of it), the choices marked; ``--algo fast``'s rows are one line, whatever each
+    size picked."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -146,7 +148,7 @@ def plot(args: BenchArgs, rows: Sequence[Row], nranks: int, path: str, report: S
     dtype = rows[0].type
     rows = [r for r in rows if r.type == dtype and r.redop == rows[0].redop]
     fig, ax = plt.subplots(figsize=(11, 6.5))
-    algos = list(dict.fromkeys(r.algo for r in rows if not r.algo.startswith(_AUTO)))
+    algos = list(dict.fromkeys(r.algo for r in rows if not r.algo.startswith((*_AUTO, "fast:"))))
     cmap = plt.get_cmap("tab20")
     busbw: dict[tuple[str, int], float] = {}
     for i, a in enumerate(algos):
@@ -166,6 +168,12 @@ def plot(args: BenchArgs, rows: Sequence[Row], nranks: int, path: str, report: S
             if (name, g.size) in busbw:
                 ax.plot(g.size, busbw[(name, g.size)], marker, color=color, ms=11 if marker == "*" else 8,
                         mfc="none" if marker == "o" else color, label=label)
+    fast = [(r.size, r.busbw) for r in rows if r.algo.startswith("fast:") and r.busbw]
+    if fast:
+        ax.plot(*zip(*fast), "o-", color="tab:blue", lw=2, ms=5, label="default communicator (--algo fast)")
+    roof = sorted({r.size: r.busbw * 100 / r.bound for r in rows if r.busbw and r.bound}.items())
+    if roof:
+        ax.plot(*zip(*roof), color="tab:gray", lw=1.5, ls=":", label="memory bound (pyhccl.bench.roofline)")
     sel = [r for r in rows if r.algo.startswith("auto:") and r.busbw]
     if not report and sel:
         ax.plot([r.size for r in sel], [r.busbw for r in sel], "o", color="tab:red", mfc="none", ms=8,
