@@ -248,17 +248,7 @@ class ShmPlan:
                 cl = next(l for l in src.lanes if l[5] == d)
                 if any(w > src.order and last_step[w] <= op.step for w in self.writes.get(cl[1], ())):
                     continue
-                rd = defs[d]["readers"]
-                rd[:] = [x for x in rd if x[1] is not lane]
-                lane[1], lane[3] = cl[1], cl[3]
-                if cl[3] is not None:
-                    defs[cl[3]]["readers"].append((op, lane))
-                if not rd and not _kept(defs[d]):
-                    src.lanes = [l for l in src.lanes if l is not cl]
-                    if cl[3] is not None:
-                        srd = defs[cl[3]]["readers"]
-                        srd[:] = [x for x in srd if x[1] is not cl]
-                    defs[d]["dead"] = True
+                _reread(defs, op, lane, 3, src, cl)
 
     # -- fusion: a pull that feeds one local op of its step is that op's operand -------------
     def _fuse(self, ops: list[_Op], defs: list[dict], hazard: set[int]) -> None:
@@ -302,17 +292,7 @@ class ShmPlan:
                     cl = next(l for l in src.lanes if l[5] == d)
                     if cl[1][0] != op.rank or any(src.order < w < op.order for w in self.writes.get(cl[1], ())):
                         continue
-                    rd = defs[d]["readers"]
-                    rd[:] = [x for x in rd if x[1] is not lane]
-                    lane[k - 2], lane[k] = cl[1], cl[3]
-                    if cl[3] is not None:
-                        defs[cl[3]]["readers"].append((op, lane))
-                    if not rd and not _kept(defs[d]):
-                        src.lanes = [l for l in src.lanes if l is not cl]
-                        if cl[3] is not None:
-                            srd = defs[cl[3]]["readers"]
-                            srd[:] = [x for x in srd if x[1] is not cl]
-                        defs[d]["dead"] = True
+                    _reread(defs, op, lane, k, src, cl)
 
     # -- sinking (cma): a value written to scratch only for one later copy into the output is written there
     def _sink(self, ops: list[_Op], defs: list[dict]) -> None:
@@ -346,6 +326,23 @@ class ShmPlan:
                 info["readers"], info["dead"] = [], True
                 self.writes[o].append(w.order)
             op.lanes = keep
+
+
+def _reread(defs: list[dict], op: _Op, lane: list, k: int, copy: _Op, cl: list) -> None:
+    """``lane`` of ``op`` reads operand ``k`` (3: a, 4: b) from the source of ``copy``'s lane ``cl`` instead of its
+    result; the copy's lane goes when nothing else reads its result and the call does not leave it behind."""
+    d = lane[k]
+    rd = defs[d]["readers"]
+    rd[:] = [x for x in rd if x[1] is not lane]
+    lane[k - 2], lane[k] = cl[1], cl[3]
+    if cl[3] is not None:
+        defs[cl[3]]["readers"].append((op, lane))
+    if not rd and not _kept(defs[d]):
+        copy.lanes = [l for l in copy.lanes if l is not cl]
+        if cl[3] is not None:
+            srd = defs[cl[3]]["readers"]
+            srd[:] = [x for x in srd if x[1] is not cl]
+        defs[d]["dead"] = True
 
 
 def _kept(d: dict) -> bool:
