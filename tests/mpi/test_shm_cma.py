@@ -259,7 +259,7 @@ def test_copies_with_a_peer_stay_whole_and_reduces_go_by_pieces():
     """A run of same-length ops is executed piece by piece where a piece then stays in cache (a reduce reading
     a peer's piece from the bounce buffer); a copy from or into a peer's memory is one system call whole."""
     from pyhccl.run.shm.execute import BLOCK, CHUNK_BYTES, _blocked
-    k = 4 * CHUNK_BYTES // 4
+    k = CHUNK_BYTES                         # elements: a run of four pieces of k // 4
     mine = [np.zeros(k, np.float32) for _ in range(3)]
     far = [cma.Remote(1, 4096 * (j + 1), k, 4) for j in range(3)]
     copies = [(COPY, far[j], mine[j], None) for j in range(3)] + [(COPY, mine[j], far[j], None) for j in range(3)]

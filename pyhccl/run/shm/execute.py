@@ -92,13 +92,13 @@ class ShmRunner:
         if not p.call.in_place and inp.size and np.may_share_memory(inp, out):
             return lambda: self.run(None, (inp, out, None), ufunc)
         gen = -1
-        key = places = mine = pre = head = heads = seen = post = None
+        key = mine = pre = head = heads = seen = post = None
         rest = p.cut < len(p.program)
         join = b"".join
 
         def go() -> None:
-            nonlocal gen, key, places, mine, pre, head, heads, seen, post
-            if engine.generation != gen or (places is None) != (not engine.heaps and not p.cma):
+            nonlocal gen, key, mine, pre, head, heads, seen, post
+            if engine.generation != gen or (mine is None) != (not engine.heaps and not p.cma):
                 # first call, the window grown since, or shared arrays allocated (every rank then writes its header,
                 # peers read it) or all released since: the full path, then bind
                 self.run(None, (inp, out, None), ufunc)
@@ -107,7 +107,7 @@ class ShmRunner:
                 mine = None if places is None else np.array(places, np.int64)
                 head, heads, seen = engine.heads[p.rank], engine.heads, None
                 return
-            if places is None:
+            if mine is None:
                 execute(pre, ufunc, None)
                 return
             head[:] = mine
