@@ -191,6 +191,11 @@ def _stop(pool: ProcessPoolExecutor) -> None:
         w.terminate()
     for w in workers:
         w.join(5)
+    # the pool's manager thread closes its wake-up pipe as it ends; at exit Python writes to that pipe if the thread
+    # has not ended yet (a race that printed "OSError: Bad file descriptor" after Ctrl-C): wait for it here
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:
+        manager.join(5)
 
 
 def canonical_ops(text: str) -> list[str]:
