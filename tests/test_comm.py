@@ -443,3 +443,25 @@ def test_a_step_that_does_not_complete_names_the_step_peer_and_region():
         plan.run(SELF.Dup(), bufs, np.add, timeout=0.2)
     assert info.value.step == 1 and info.value.algorithm == "Stuck" and isinstance(info.value, TimeoutError)
     assert np.array_equal(bufs[1], [0, 1, 0, 0])
+
+
+def test_the_warm_paths_test_of_a_repeated_call():
+    from pyhccl.comm.warm import _matcher
+    x, out = np.ones(4, np.float32), np.empty(8, np.float32)
+    same = _matcher("Allgather", (x, out), (1,))
+    assert same("Allgather", (x, out))
+    assert not same("Allreduce", (x, out))
+    assert not same("Allgather", (x,)) and not same("Allgather", (x, out, MPI.SUM))
+    assert not same("Allgather", (np.ones(4, np.float32), out))          # an equal array, another object
+    out.flags.writeable = False
+    assert not same("Allgather", (x, out))                               # the array it writes, read-only
+    out.flags.writeable = True
+    x.flags.writeable = False
+    assert same("Allgather", (x, out))                                   # an input may be read-only
+    x.shape = (2, 2)
+    assert not same("Allgather", (x, out))
+    x.shape = (4,)
+    x.dtype = np.int32
+    assert not same("Allgather", (x, out))
+    with_op = _matcher("Allreduce", (MPI.IN_PLACE, out, MPI.SUM), (1,))
+    assert with_op("Allreduce", (MPI.IN_PLACE, out, MPI.SUM)) and not with_op("Allreduce", (MPI.IN_PLACE, out, MPI.MAX))

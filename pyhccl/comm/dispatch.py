@@ -77,9 +77,11 @@ class Dispatcher:
 
     def run(self, method: str, *args: Any) -> None:
         """Run ``method`` (a Communicator method's name) on its mpi4py arguments."""
-        warm = None if self.check else self.warm.lookup(method, args)
-        if warm is None:
-            return self._full(method, args)
+        warm = self.warm.last           # (None while checking: nothing is remembered then)
+        if warm is None or not warm.same(method, args):
+            warm = None if self.check else self.warm.lookup(method, args)
+            if warm is None:
+                return self._full(method, args)
         self.last_selection = warm.selection
         if warm.go is not None:         # the plan bound to these very arrays
             return warm.go()

@@ -23,23 +23,44 @@ RECENT = 8
 
 
 class WarmCall:
-    """A remembered call: its argument objects (held alive, so their ids cannot be reused), the
-    shape and dtype of each array among them, the parsed job, the plan (None: native MPI, then
+    """A remembered call: its argument objects (held alive, so their ids cannot be reused), a test
+    of whether a call is this one again (``same``), the parsed job, the plan (None: native MPI, then
     ``native`` is the wrapped communicator's bound method) and the selection. ``writable``: the arrays
     the call writes (its output's memory); one made read-only since takes the full path, which refuses it."""
 
-    __slots__ = ("method", "args", "arrays", "writable", "job", "plan", "selection", "native", "key", "go")
+    __slots__ = ("method", "args", "writable", "job", "plan", "selection", "native", "key", "go", "same")
 
     def __init__(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
                  native: Callable | None, bound: bool = False) -> None:
         self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, selection
         #: the plan bound to these arrays, a call of no arguments (runners that offer ``bind``), else None
         self.go = plan.bind(job.inp, job.out, job.ufunc) if bound and hasattr(plan, "bind") else None
-        self.arrays = tuple((i, a.shape, a.dtype) for i, a in enumerate(args) if type(a) is np.ndarray)
         self.writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and job.out.size
                               and np.may_share_memory(a, job.out))
         self.native = native
         self.key = (method, *map(id, args))
+        #: ``same(method, args)``: whether a call is this one again (:func:`_matcher`)
+        self.same = _matcher(method, args, self.writable)
+
+
+def _matcher(method: str, args: tuple, writable: tuple[int, ...]) -> Callable[[str, tuple], bool]:
+    """A test of whether a call ``(method, args)`` is this one again: the very same argument objects, each
+    array among them with the shape and dtype it has now, the arrays the call writes still writable.
+
+    It is the warm path's only check, made before every repeated call: generated as one expression (as
+    :mod:`dataclasses` generates its methods), which costs about half a loop over the arguments.
+    """
+    env: dict[str, Any] = {"M": method}
+    test = ["m == M", f"len(t) == {len(args)}"]
+    for i, a in enumerate(args):
+        env[f"A{i}"] = a
+        test.append(f"t[{i}] is A{i}")
+    for i, a in enumerate(args):
+        if type(a) is np.ndarray:
+            env[f"S{i}"], env[f"D{i}"] = a.shape, a.dtype
+            test += [f"A{i}.shape == S{i}", f"A{i}.dtype is D{i}"] + ([f"A{i}.flags.writeable"] if i in writable else [])
+    exec("def same(m, t):\n    return " + " and ".join(test) + "\n", env)   # noqa: S102 - built from names only
+    return env["same"]
 
 
 class WarmCache:
@@ -62,20 +83,13 @@ class WarmCache:
         every rank, so the warm path needs none.
         """
         hit = self.last
-        if hit is None or hit.method != method or len(hit.args) != len(args) or \
-                not all(map(operator.is_, hit.args, args)):
-            hit = self.recent.get((method, *map(id, args)))
-            if hit is None:
-                return None
-            self.recent.move_to_end(hit.key)  # least recently used goes first: fresh-array calls keep a loop's
-            self.last = hit
-        for i, shape, dtype in hit.arrays:
-            a = args[i]
-            if a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
-                return None
-        for i in hit.writable:
-            if not args[i].flags.writeable:
-                return None
+        if hit is not None and hit.same(method, args):
+            return hit
+        hit = self.recent.get((method, *map(id, args)))
+        if hit is None or not hit.same(method, args):
+            return None
+        self.recent.move_to_end(hit.key)    # least recently used goes first: fresh-array calls keep a loop's
+        self.last = hit
         return hit
 
     def remember(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,

@@ -117,4 +117,42 @@ def test_native_choice_is_warm_and_right(tmp_path_factory):
     a[...] = 2
     c.Allreduce(a, b)
     assert (b == 2 * n).all()
-    assert c.warm_calls[key].arrays[0][2] == np.int32
+    assert c.warm_calls[key].job.dtype == np.int32
+
+
+def test_a_warm_output_made_read_only_is_refused_then_runs_again(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    x, out = np.full(4, r, np.float32), np.empty(4 * n, np.float32)
+    for _ in range(3):
+        comm.Allgather(x, out)                           # warm: the same objects every time
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writable recvbuf"):
+        comm.Allgather(x, out)
+    out.flags.writeable = True
+    out[...] = -1
+    comm.Allgather(x, out)
+    np.testing.assert_array_equal(out, np.repeat(np.arange(n, dtype=np.float32), 4))
+
+
+def test_a_warm_input_made_read_only_still_runs(comm):
+    n, r = comm.Get_size(), comm.Get_rank()
+    x, out = np.full(3, r + 1, np.int64), np.empty(3, np.int64)
+    comm.Allreduce(x, out)
+    x.flags.writeable = False                            # an input may be read-only
+    for _ in range(2):
+        out[...] = 0
+        comm.Allreduce(x, out)
+        assert (out == n * (n + 1) // 2).all()
+
+
+def test_an_equal_dtype_object_set_again_takes_the_full_path_and_stays_right(comm):
+    n = comm.Get_size()
+    a, b = np.ones(5, np.float64), np.empty(5, np.float64)
+    comm.Allreduce(a, b)
+    a.dtype, b.dtype = np.dtype("<f8"), np.dtype("<f8")   # equal to the old dtype, perhaps another object
+    comm.Allreduce(a, b)
+    assert (b == n).all()
+    a.dtype, b.dtype = np.int64, np.int64                 # same bytes read as another type
+    a[...] = 2
+    comm.Allreduce(a, b)
+    assert (b == 2 * n).all() and b.dtype == np.int64
