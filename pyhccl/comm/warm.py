@@ -58,7 +58,9 @@ def _matcher(method: str, args: tuple, writable: tuple[int, ...]) -> Callable[[s
     for i, a in enumerate(args):
         if type(a) is np.ndarray:
             env[f"S{i}"], env[f"D{i}"] = a.shape, a.dtype
-            test += [f"A{i}.shape == S{i}", f"A{i}.dtype is D{i}"] + ([f"A{i}.flags.writeable"] if i in writable else [])
+            test += [f"A{i}.shape == S{i}", f"A{i}.dtype is D{i}"]
+            if i in writable:
+                test.append(f"A{i}.flags.writeable")
     exec("def same(m, t):\n    return " + " and ".join(test) + "\n", env)   # noqa: S102 - built from names only
     return env["same"]
 
