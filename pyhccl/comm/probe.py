@@ -42,15 +42,16 @@ log = logging.getLogger("pyhccl")
 #: From the @shm engine's comparison on the 2-core machine (benchmarks/results/collectives/flag_barrier/
 #: summary.txt, medians of three runs at 2, 4 and 8 ranks from 1 MiB): the one-step Mesh is the
 #: best or near it for AllGather, ReduceScatter and AlltoAll; Broadcast's best is MeshTwoShot at 2
-#: ranks and Mesh above; Reduce's MeshTwoShot; AllReduce's crossover from the one-shot to a
-#: bandwidth algorithm moves with the machine. Ops with several are measured (:func:`measure`); they are
+#: ranks and Mesh above; Reduce's MeshTwoShot (below 1 MiB its one-step Mesh is measured too: on the
+#: slots it is a copy and a flag barrier); AllReduce's crossover from the one-shot to a bandwidth algorithm
+#: moves with the machine. Ops with several are measured (:func:`measure`); they are
 #: listed in order of preference (a later one must measure PREFERENCE faster per place to be chosen).
 FAST: dict[str, tuple[tuple[str, int], ...]] = {
     "AllReduce": (("MeshOneShot@shm", ONE_SHOT_MAX_BYTES), ("MeshTwoShot@shm", 0), ("Ring@shm", 0)),
     "AllGather": (("Mesh@shm", 0),),
     "ReduceScatter": (("Mesh@shm", 0),),
     "Broadcast": (("Mesh@shm", 0), ("MeshTwoShot@shm", 0)),
-    "Reduce": (("MeshTwoShot@shm", 0),),
+    "Reduce": (("Mesh@shm", ONE_SHOT_MAX_BYTES), ("MeshTwoShot@shm", 0)),
     "AllToAll": (("Mesh@shm", 0),),
 }
 #: HCCL data sizes (bytes) the candidates of an op with several are timed at.

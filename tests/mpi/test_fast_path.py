@@ -126,6 +126,41 @@ def test_alltoall_again_on_the_same_arrays(mesh, count):
         assert isinstance(runner, OneShotRunner) and runner.split == (count * 8 >= SPLIT_MIN_BYTES)
 
 
+@pytest.mark.parametrize("which", ["default", "mesh"])
+@pytest.mark.parametrize("count", [1, 5, SPLIT_MIN_BYTES // 8])
+def test_every_one_shot_op_again_on_the_same_arrays(comm, mesh, which, count):
+    """Each op's bound call on the slots (the warm path: what it reads of the slots is made once per barrier
+    parity), called again with new data, in turn with the other ops so that the parities interleave."""
+    c = comm if which == "default" else mesh
+    dt = np.float64
+    x, big = np.empty(count, dt), np.empty(N * count, dt)
+    ag, rs, a2a, b, red = (np.empty(N * count, dt), np.empty(count, dt), np.empty(N * count, dt),
+                           np.empty(count, dt), np.empty(count, dt))
+    root, wrong = N - 1, []     # checked on every rank after the loop: a rank that stopped early would hang the rest
+    for salt in range(5):
+        x[:], big[:] = data(count, RANK, dt, salt), data(N * count, RANK, dt, salt)
+        b[:] = data(count, RANK, dt, salt)
+        red[:] = -7
+        c.Allgather(x, ag)
+        c.Reduce_scatter_block(big, rs)
+        c.Alltoall(big, a2a)
+        c.Bcast(b, root=root)
+        c.Reduce(x, red, root=root)
+        want = {"allgather": (ag, np.concatenate([data(count, r, dt, salt) for r in range(N)])),
+                "reduce_scatter": (rs, total(N * count, dt, salt)[RANK * count:(RANK + 1) * count]),
+                "alltoall": (a2a, np.concatenate([data(N * count, r, dt, salt)[RANK * count:(RANK + 1) * count]
+                                                  for r in range(N)])),
+                "bcast": (b, data(count, root, dt, salt)),
+                "reduce": (red, total(count, dt, salt) if RANK == root else np.full(count, -7, dt))}
+        wrong += [(RANK, salt, op) for op, (got, exp) in want.items() if not np.array_equal(got, exp)]
+    assert not sum(COMM.allgather(wrong), [])
+    if which == "mesh" and N * count * 8 <= ONE_SHOT_MAX_BYTES:
+        runners = list(c.compiled_plans.values())[-5:]
+        assert all(isinstance(p, OneShotRunner) for p in runners), runners
+        assert sum(1 for k in c.warm_calls if k[0] in ("Allgather", "Reduce_scatter_block", "Alltoall", "Bcast",
+                                                       "Reduce") and k[1] in map(id, (x, big, b))) == 5
+
+
 @pytest.mark.parametrize("count", COUNTS)
 def test_other_ops(comm, count):
     dt = np.float32

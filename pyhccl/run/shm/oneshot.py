@@ -1,13 +1,14 @@
 """The one-shot Mesh schedule on shared slots: small collectives with one flag barrier and no MPI call.
 
 HCCL's one-shot Mesh templates (``AllReduceMeshOneShot``, the one-step Mesh of AllGather,
-ReduceScatter, Broadcast and AlltoAll; templates.md) are one step: every rank loads the blocks
+ReduceScatter, Broadcast, AlltoAll and Reduce; templates.md) are one step: every rank loads the blocks
 it needs straight from every peer and reduces them locally. On one node that step is: copy this
 rank's input into its slot of a shared window, one node barrier on sequence flags
 (:mod:`.flags`), then read the peers' slots. Slots are double-buffered by the barrier's parity,
 so no barrier is needed after the reads: a rank writes the same slot again two barriers later,
 when every peer has entered the barrier after the one whose slots it read, i.e. is done
-reading. Every rank reduces the ranks' blocks in rank order, so all ranks get the same bits.
+reading. Every rank (Reduce: the root) reduces the ranks' blocks in rank order, as the templates' plans
+do, so all ranks get the same bits.
 
 :class:`OneShotRunner` is a :class:`~pyhccl.run.base.Runner`; :func:`one_shot` says which
 calls it runs. The slots live in the engine (:meth:`Slots.reserve`, collective, grown when a
@@ -29,7 +30,7 @@ __all__ = ["OneShotRunner", "Slots", "ONE_SHOT", "ONE_SHOT_MAX_BYTES", "one_shot
 
 #: The one-step Mesh template of each op this runner runs (pyhccl's names; templates.md).
 ONE_SHOT = {"allreduce": "MeshOneShot", "all_gather": "Mesh", "reduce_scatter": "Mesh", "broadcast": "Mesh",
-            "alltoall": "Mesh"}
+            "alltoall": "Mesh", "reduce": "Mesh"}
 #: The largest input (bytes per rank) run on the slots; larger calls run the plan's program on the window
 #: (every rank's two slots of that size would otherwise stay allocated).
 ONE_SHOT_MAX_BYTES = 1 << 20
@@ -37,7 +38,7 @@ ONE_SHOT_MAX_BYTES = 1 << 20
 #: a copy fewer, for a few more numpy calls (smaller blocks post the whole input in one copy)
 SPLIT_MIN_BYTES = 1 << 16
 #: Ops whose in-place form the runner takes (the input is the output, read before any write).
-_IN_PLACE_OK = frozenset({"allreduce", "broadcast"})
+_IN_PLACE_OK = frozenset({"allreduce", "broadcast", "reduce"})
 
 
 def one_shot(call: Call, name: str, itemsize: int, most: int | None = None) -> bool:
@@ -47,6 +48,10 @@ def one_shot(call: Call, name: str, itemsize: int, most: int | None = None) -> b
     most = ONE_SHOT_MAX_BYTES if most is None else min(most, ONE_SHOT_MAX_BYTES)
     return ONE_SHOT.get(call.op) == name and (not call.in_place or call.op in _IN_PLACE_OK) \
         and call.counts is None and call.input_count(0) * itemsize <= most
+
+
+def _whole(every: np.ndarray) -> np.ndarray:
+    return every
 
 
 class Slots:
@@ -131,28 +136,9 @@ class OneShotRunner:
         once (the warm path's call: a loop calling with the same arrays). Until the slots are made, and after
         they grow, it runs :meth:`run` and looks up again."""
         slots, flags = self.engine.slots, self.engine.flags
-        wait, op, me, root = flags.wait, self.call.op, self.rank, self.call.root
-        if op == "allreduce" and self.call.nranks == 1:
-            def local(e):
-                out[...] = e[0]
-        elif op == "allreduce" and self.call.nranks == 2:     # two ranks: one add beats the general reduce
-            def local(e):
-                ufunc(e[0], e[1], out=out)
-        elif op == "allreduce":
-            reduce = ufunc.reduce
-
-            def local(e):
-                reduce(e, axis=0, out=out)
-        elif op == "all_gather" and out.flags.c_contiguous:
-            blocks, copyto = out.reshape(self.call.nranks, self.slot_count), np.copyto
-
-            def local(e):
-                copyto(blocks, e)
-        else:
-            def local(e):
-                self._local(inp, out, e, ufunc)
-        sends = op != "broadcast" or me == root
-        split, post = self.split, self._post
+        wait, split, post = flags.wait, self.split, self._post
+        sends = self.call.op != "broadcast" or self.rank == self.call.root
+        view, act = self._reader(inp, out, ufunc)
         gen, by_parity = -1, ()
 
         def go() -> None:
@@ -160,16 +146,44 @@ class OneShotRunner:
             if slots.generation != gen:
                 self.run(None, (inp, out, None), ufunc)
                 gen, _, mine, every = self._bind(slots, out.dtype)
-                by_parity = ((mine[1], every[1]), (mine[0], every[0]))    # by this rank's barriers so far
+                by_parity = ((mine[1], view(every[1])), (mine[0], view(every[0])))    # by this rank's barriers so far
                 return
-            mine, every = by_parity[flags.seq & 1]
+            mine, src = by_parity[flags.seq & 1]
             if split:
                 post(mine, inp, out)
             elif sends:
                 mine[...] = inp
             wait()
-            local(every)
+            if act is not None:
+                act(src)
         return go
+
+    def _reader(self, inp: np.ndarray, out: np.ndarray, ufunc: Callable | None) -> tuple[Callable, Callable | None]:
+        """The bound call's part after the barrier, as :meth:`_local` does it: ``view``, what it reads of one parity's
+        slots (made once per parity), and ``act``, what it does with that (None: nothing)."""
+        op, n, me, c, root = self.call.op, self.call.nranks, self.rank, self.block, self.call.root
+        if op == "broadcast" and me == root or op == "reduce" and me != root:      # nothing to read
+            return _whole, None
+        if not out.flags.c_contiguous:
+            return _whole, lambda every: self._local(inp, out, every, ufunc)
+        if op in ("allreduce", "reduce", "reduce_scatter"):
+            view = _whole if op != "reduce_scatter" else lambda every: every[:, me * c:(me + 1) * c]
+            if n == 1:
+                return lambda every: view(every)[0], lambda row: np.copyto(out, row)
+            if n == 2:          # two ranks: one add beats the general reduce (the same order: row 0, then row 1)
+                return lambda every: tuple(view(every)), lambda rows: ufunc(rows[0], rows[1], out=out)
+            reduce = ufunc.reduce
+            return view, lambda rows: reduce(rows, axis=0, out=out)
+        if op == "broadcast":
+            return lambda every: every[root], lambda row: np.copyto(out, row)
+        blocks = out.reshape(n, -1)
+        if op == "all_gather":
+            return _whole, lambda every: np.copyto(blocks, every)
+        if not self.split:      # alltoall: every rank's block for this rank
+            return lambda every: every[:, me * c:(me + 1) * c], lambda mine: np.copyto(blocks, mine)
+        head, tail = blocks[:me], blocks[me + 1:]       # split: its own block is in place already (:meth:`_post`)
+        return (lambda every: (every[:me, me * c:(me + 1) * c], every[me + 1:, me * c:(me + 1) * c]),
+                lambda parts: (np.copyto(head, parts[0]), np.copyto(tail, parts[1])))
 
     def run_device(self, comm: Any, bufs: tuple, dev: Any, ufunc: Callable | None,
                    timeout: float | None = None) -> None:
@@ -204,7 +218,7 @@ class OneShotRunner:
         """This rank's part once the barrier is passed: read (and reduce) the slots it needs."""
         op, me = self.call.op, self.rank
         c = self.block
-        if op == "allreduce":
+        if op == "allreduce" or op == "reduce" and me == self.call.root:
             ufunc.reduce(every, axis=0, out=out)
         elif op == "reduce_scatter":
             ufunc.reduce(every[:, me * c:(me + 1) * c], axis=0, out=out)
@@ -216,5 +230,5 @@ class OneShotRunner:
                 blocks[:me], blocks[me + 1:] = mine[:me], mine[me + 1:]
             else:
                 np.copyto(blocks, mine)
-        elif me != self.call.root:                      # broadcast
+        elif op == "broadcast" and me != self.call.root:
             np.copyto(out, every[self.call.root])
