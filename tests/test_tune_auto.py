@@ -137,3 +137,35 @@ def test_a_later_fast_path_must_measure_clearly_faster():
         assert source["MeshTwoShot@shm"] == ("measured at 1 MiB, x 1.15 (listed after 1 that run the size: it must "
                                              "measure 15% faster)")
         assert source["Mesh@shm"] == "measured at 1 MiB"
+
+
+def test_a_disturbed_op_is_timed_again_and_keeps_each_points_faster(monkeypatch, caplog):
+    import logging
+
+    from mpi4py import MPI
+
+    import pyhccl
+    import pyhccl.comm.probe as probe
+    assert probe._disturbed([(1024, 9e-4), (8192, 1e-4)]) and not probe._disturbed([(1024, 2e-6), (8192, 1.1e-6)])
+    pc = pyhccl.Communicator(MPI.COMM_SELF, profile="hccl")
+    spoilt = [(1024, 2e-4), (8192, 9e-4), (65536, 1e-4)]             # a slow spell under 8 KiB
+    clean = [(1024, 2e-6), (8192, 4e-6), (65536, 1.2e-4)]
+    calls = []
+
+    def points(pcomm, planner, op, paths):
+        calls.append(op)
+        first = calls.count(op) == 1
+        return {name: list(spoilt if first and op == "AllReduce" else clean) for name, _ in paths}
+
+    monkeypatch.setattr(probe, "_points", points)
+    monkeypatch.setattr(probe, "one_shot_caps", lambda pcomm, planner: ())
+    prof = probe.measure(pc._pcomm, pc._planner, "k", "layout")
+    assert calls.count("AllReduce") == 2 and all(calls.count(op) == 1 for op in set(calls) - {"AllReduce"})
+    ar = [c for c in prof.candidates if c.op == "AllReduce"]
+    assert all(c.points == ((1024, 2e-6), (8192, 4e-6), (65536, 1e-4)) for c in ar)
+    calls.clear()
+    monkeypatch.setattr(probe, "_points", lambda pcomm, planner, op, paths: {n: list(spoilt) for n, _ in paths})
+    with caplog.at_level(logging.WARNING, logger="pyhccl"):
+        probe.measure(pc._pcomm, pc._planner, "k", "layout")
+    assert "python -m pyhccl.tune --refresh" in caplog.text
+    pc.release()
