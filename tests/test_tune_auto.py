@@ -159,13 +159,13 @@ def test_a_disturbed_op_is_timed_again_and_keeps_each_points_faster(monkeypatch,
 
     monkeypatch.setattr(probe, "_points", points)
     monkeypatch.setattr(probe, "one_shot_caps", lambda pcomm, planner: ())
-    prof = probe.measure(pc._pcomm, pc._planner, "k", "layout")
+    prof = probe.measure(pc.dispatcher.pcomm, pc.dispatcher.planner, "k", "layout")
     assert calls.count("AllReduce") == 2 and all(calls.count(op) == 1 for op in set(calls) - {"AllReduce"})
     ar = [c for c in prof.candidates if c.op == "AllReduce"]
     assert all(c.points == ((1024, 2e-6), (8192, 4e-6), (65536, 1e-4)) for c in ar)
     calls.clear()
     monkeypatch.setattr(probe, "_points", lambda pcomm, planner, op, paths: {n: list(spoilt) for n, _ in paths})
     with caplog.at_level(logging.WARNING, logger="pyhccl"):
-        probe.measure(pc._pcomm, pc._planner, "k", "layout")
+        probe.measure(pc.dispatcher.pcomm, pc.dispatcher.planner, "k", "layout")
     assert "python -m pyhccl.tune --refresh" in caplog.text
     pc.release()

@@ -6,7 +6,6 @@ objects, a changed shape, the check on, device buffers) takes the full path.
 
 from __future__ import annotations
 
-import operator
 from collections import OrderedDict
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
