@@ -264,3 +264,28 @@ def test_a_late_rank_times_out_the_one_shot():
     if RANK != N - 1:
         assert error is not None and 1.0 <= waited < 4.0, (error, waited)
         assert "in the node barrier of step 0" in str(error) and error.algorithm == "MeshOneShot@shm"
+
+
+@pytest.mark.parametrize("count", [1, 2, 9])
+def test_the_one_shot_reduces_in_rank_order_bit_for_bit(one_shot, count):
+    """Random floats: the one-shot AllReduce and ReduceScatter on the slots (bound and not) give the MPI runtime's
+    bits, which reduce in rank order. (numpy's reduce adds a one-element column in pairs from 8 rows on.)"""
+    mpi = pyhccl.Communicator(COMM, algo="MeshOneShot")
+    mesh_mpi, mesh_shm = pyhccl.Communicator(COMM, algo="Mesh"), pyhccl.Communicator(COMM, algo="Mesh@shm")
+    x = np.random.default_rng([RANK, count]).standard_normal(count).astype(np.float32)
+    big = np.random.default_rng([RANK, count, 1]).standard_normal(N * count).astype(np.float32)
+    wrong = []
+    for _ in range(3):                          # the first call runs unbound, the later ones bound
+        got, want = np.empty(count, np.float32), np.empty(count, np.float32)
+        one_shot.Allreduce(x, got)
+        mpi.Allreduce(x, want)
+        if not np.array_equal(got, want):
+            wrong.append("allreduce")
+        got_rs, want_rs = np.empty(count, np.float32), np.empty(count, np.float32)
+        mesh_shm.Reduce_scatter_block(big, got_rs)
+        mesh_mpi.Reduce_scatter_block(big, want_rs)
+        if not np.array_equal(got_rs, want_rs):
+            wrong.append("reduce_scatter")
+    for c in (mpi, mesh_mpi, mesh_shm):
+        c.release()
+    assert not sum(COMM.allgather(wrong), [])

@@ -8,7 +8,8 @@ rank's input into its slot of a shared window, one node barrier on sequence flag
 so no barrier is needed after the reads: a rank writes the same slot again two barriers later,
 when every peer has entered the barrier after the one whose slots it read, i.e. is done
 reading. Every rank (Reduce: the root) reduces the ranks' blocks in rank order, as the templates' plans
-do, so all ranks get the same bits.
+do, so all ranks get the same bits; a ReduceScatter rank starts from its own block, as HCCL's Mesh
+ReduceScatter does.
 
 :class:`OneShotRunner` is a :class:`~pyhccl.run.base.Runner`; :func:`one_shot` says which
 calls it runs. The slots live in the engine (:meth:`Slots.reserve`, collective, grown when a
@@ -52,6 +53,22 @@ def one_shot(call: Call, name: str, itemsize: int, most: int | None = None) -> b
 
 def _whole(every: np.ndarray) -> np.ndarray:
     return every
+
+
+def _fold(ufunc: Callable, rows, out: np.ndarray) -> None:
+    """``out = rows[0] op rows[1] op ...``, left to right, as the templates' plans reduce."""
+    np.copyto(out, rows[0])
+    for row in rows[1:]:
+        ufunc(out, row, out=out)
+
+
+def _reduce(ufunc: Callable, rows: np.ndarray, out: np.ndarray) -> None:
+    """:func:`_fold` of the rows of a 2-d array: numpy's reduce over them, except for rows of one element, which
+    it adds in pairs from 8 rows on (other bits)."""
+    if rows.shape[1] != 1:
+        ufunc.reduce(rows, axis=0, out=out)
+    else:
+        _fold(ufunc, rows, out)
 
 
 class Slots:
@@ -109,6 +126,7 @@ class OneShotRunner:
         self.slot_count = call.input_count(rank)                                  # same on every rank
         self.nbytes = max(call.input_count(r) for r in range(n)) * itemsize
         self.split = call.op == "alltoall" and self.block * itemsize >= SPLIT_MIN_BYTES    # (:meth:`_post`)
+        self.order = [rank] + [q for q in range(n) if q != rank]           # ReduceScatter's (:meth:`_local`)
         self._views: tuple | None = None
 
     def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
@@ -166,14 +184,23 @@ class OneShotRunner:
             return _whole, None
         if not out.flags.c_contiguous:
             return _whole, lambda every: self._local(inp, out, every, ufunc)
-        if op in ("allreduce", "reduce", "reduce_scatter"):
-            view = _whole if op != "reduce_scatter" else lambda every: every[:, me * c:(me + 1) * c]
+        if op == "reduce_scatter":          # its own block first, then the others in rank order (:meth:`_local`)
+            order = self.order
+
+            def view(every):
+                return [every[q, me * c:(me + 1) * c] for q in order]
+            if n == 2:
+                return view, lambda rows: ufunc(rows[0], rows[1], out=out)
+            return view, lambda rows: _fold(ufunc, rows, out)
+        if op in ("allreduce", "reduce"):
             if n == 1:
-                return lambda every: view(every)[0], lambda row: np.copyto(out, row)
+                return lambda every: every[0], lambda row: np.copyto(out, row)
             if n == 2:          # two ranks: one add beats the general reduce (the same order: row 0, then row 1)
-                return lambda every: tuple(view(every)), lambda rows: ufunc(rows[0], rows[1], out=out)
+                return lambda every: (every[0], every[1]), lambda rows: ufunc(rows[0], rows[1], out=out)
+            if self.slot_count == 1:
+                return _whole, lambda rows: _reduce(ufunc, rows, out)
             reduce = ufunc.reduce
-            return view, lambda rows: reduce(rows, axis=0, out=out)
+            return _whole, lambda rows: reduce(rows, axis=0, out=out)
         if op == "broadcast":
             return lambda every: every[root], lambda row: np.copyto(out, row)
         blocks = out.reshape(n, -1)
@@ -219,9 +246,9 @@ class OneShotRunner:
         op, me = self.call.op, self.rank
         c = self.block
         if op == "allreduce" or op == "reduce" and me == self.call.root:
-            ufunc.reduce(every, axis=0, out=out)
-        elif op == "reduce_scatter":
-            ufunc.reduce(every[:, me * c:(me + 1) * c], axis=0, out=out)
+            _reduce(ufunc, every, out)
+        elif op == "reduce_scatter":    # as the Mesh template: its own block first, then the others in rank order
+            _fold(ufunc, [every[q, me * c:(me + 1) * c] for q in self.order], out)
         elif op == "all_gather":
             np.copyto(out.reshape(every.shape), every)
         elif op == "alltoall":          # every rank's block for this rank (split: its own is there, :meth:`_post`)
