@@ -77,9 +77,9 @@ class Dispatcher:
 
     def run(self, method: str, *args: Any) -> None:
         """Run ``method`` (a Communicator method's name) on its mpi4py arguments."""
-        warm = self.warm.last           # (None while checking: nothing is remembered then)
+        warm = self.warm.last           # WarmCache.lookup, inline (None while checking: nothing is remembered then)
         if warm is None or not warm.same(method, args):
-            warm = None if self.check else self.warm.lookup(method, args)
+            warm = None if self.check else self.warm.find(method, args)
             if warm is None:
                 return self._full(method, args)
         self.last_selection = warm.selection

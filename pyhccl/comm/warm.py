@@ -24,22 +24,22 @@ RECENT = 8
 class WarmCall:
     """A remembered call: its argument objects (held alive, so their ids cannot be reused), a test
     of whether a call is this one again (``same``), the parsed job, the plan (None: native MPI, then
-    ``native`` is the wrapped communicator's bound method) and the selection. ``writable``: the arrays
-    the call writes (its output's memory); one made read-only since takes the full path, which refuses it."""
+    ``native`` is the wrapped communicator's bound method) and the selection. An array the call writes
+    (its output's memory) made read-only since fails ``same``: the full path refuses it."""
 
-    __slots__ = ("method", "args", "writable", "job", "plan", "selection", "native", "key", "go", "same")
+    __slots__ = ("method", "args", "job", "plan", "selection", "native", "key", "go", "same")
 
     def __init__(self, method: str, args: tuple, job: Job, plan: Any, selection: Any,
                  native: Callable | None, bound: bool = False) -> None:
         self.method, self.args, self.job, self.plan, self.selection = method, args, job, plan, selection
         #: the plan bound to these arrays, a call of no arguments (runners that offer ``bind``), else None
         self.go = plan.bind(job.inp, job.out, job.ufunc) if bound and hasattr(plan, "bind") else None
-        self.writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and job.out.size
-                              and np.may_share_memory(a, job.out))
+        writable = tuple(i for i, a in enumerate(args) if type(a) is np.ndarray and job.out.size
+                         and np.may_share_memory(a, job.out))
         self.native = native
         self.key = (method, *map(id, args))
         #: ``same(method, args)``: whether a call is this one again (:func:`_matcher`)
-        self.same = _matcher(method, args, self.writable)
+        self.same = _matcher(method, args, writable)
 
 
 def _matcher(method: str, args: tuple, writable: tuple[int, ...]) -> Callable[[str, tuple], bool]:
@@ -86,6 +86,11 @@ class WarmCache:
         hit = self.last
         if hit is not None and hit.same(method, args):
             return hit
+        return self.find(method, args)
+
+    def find(self, method: str, args: tuple) -> WarmCall | None:
+        """:meth:`lookup` by ids alone, for a caller that tried the call used last already; the one found
+        becomes the last."""
         hit = self.recent.get((method, *map(id, args)))
         if hit is None or not hit.same(method, args):
             return None

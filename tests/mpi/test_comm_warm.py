@@ -138,11 +138,13 @@ def test_a_warm_input_made_read_only_still_runs(comm):
     n, r = comm.Get_size(), comm.Get_rank()
     x, out = np.full(3, r + 1, np.int64), np.empty(3, np.int64)
     comm.Allreduce(x, out)
+    entry = comm.warm_calls[("Allreduce", id(x), id(out), id(MPI.SUM))]
     x.flags.writeable = False                            # an input may be read-only
     for _ in range(2):
         out[...] = 0
         comm.Allreduce(x, out)
         assert (out == n * (n + 1) // 2).all()
+    assert comm.warm_calls[("Allreduce", id(x), id(out), id(MPI.SUM))] is entry      # the warm path: not remembered anew
 
 
 def test_an_equal_dtype_object_set_again_takes_the_full_path_and_stays_right(comm):

@@ -197,8 +197,8 @@ class OneShotRunner:
                 return lambda every: every[0], lambda row: np.copyto(out, row)
             if n == 2:          # two ranks: one add beats the general reduce (the same order: row 0, then row 1)
                 return lambda every: (every[0], every[1]), lambda rows: ufunc(rows[0], rows[1], out=out)
-            if self.slot_count == 1:
-                return _whole, lambda rows: _reduce(ufunc, rows, out)
+            if self.slot_count == 1:    # (:func:`_reduce`)
+                return _whole, lambda rows: _fold(ufunc, rows, out)
             reduce = ufunc.reduce
             return _whole, lambda rows: reduce(rows, axis=0, out=out)
         if op == "broadcast":
