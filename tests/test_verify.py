@@ -226,8 +226,17 @@ def test_cli_all_lists_not_runnable_names_and_fails_on_a_failure(monkeypatch, ca
     (["alltoall", "--in-place"], "has no in-place form"),
     (["allreduce", "--op", "allgather"], "--op applies to all"),
     (["all", "--topo", "1x2"], "expecting"),
+    (["allreduce", "--dtype", "FP99"], "--dtype: unknown dtype 'FP99'"),     # checked here, not in a worker
+    (["allreduce", "--expansion-mode", "AICPU"], "invalid choice: 'AICPU'"),
 ])
 def test_usage_errors(argv, match, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and match in capsys.readouterr().err
+
+
+def test_a_bad_expansion_mode_in_the_environment_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setenv("PYHCCL_OP_EXPANSION_MODE", "AICPU")
+    with pytest.raises(SystemExit) as e:
+        main(["allreduce", "--ranks", "2"])
+    assert e.value.code == 2 and "expecting PYHCCL_OP_EXPANSION_MODE one of" in capsys.readouterr().err

@@ -13,9 +13,11 @@ from collections import Counter, defaultdict
 from concurrent.futures.process import BrokenProcessPool
 from typing import Sequence
 
+from ..algo.dtypes import parse_dtype
 from ..core import settings
 from ..core.call import OPS, canonical_op
 from ..plan.api import resolve_name
+from ..select.cascade import EXPANSION_MODES
 from ..topo import parse_topo
 from .cases import parse_ranks
 from .progress import Progress, weight
@@ -51,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out-of-place", action="store_true", help="only the out-of-place form of each call")
     p.add_argument("--dtype", default="FP32", help="HCCL dtype (FP32, BFP16, HIF8, FP8E4M3, INT64, ...; default FP32)")
     p.add_argument("--reduce-op", default="sum", choices=("sum", "prod", "max", "min"))
-    p.add_argument("--expansion-mode", default=None,
+    p.add_argument("--expansion-mode", default=None, choices=tuple(EXPANSION_MODES),
                    help="HCCL_OP_EXPANSION_MODE for auto (AI_CPU, AIV, CCU_MS, ...; default PYHCCL_OP_EXPANSION_MODE)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per call before it counts as failed, times (N/32)^2 above 32 ranks; 0 for "
@@ -84,6 +86,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"--in-place: {', '.join(ops)} has no in-place form")
         if a.timeout < 0:
             raise ValueError(f"expecting --timeout >= 0, got {a.timeout:g}")
+        try:
+            parse_dtype(a.dtype)
+        except ValueError as e:
+            raise ValueError(f"--dtype: {e}") from None
+        mode = settings.expansion_mode(a.expansion_mode)
+        if mode is not None and mode not in EXPANSION_MODES:        # (the flag's choices: from the environment)
+            raise ValueError(f"expecting PYHCCL_OP_EXPANSION_MODE one of {', '.join(EXPANSION_MODES)}, got {mode!r}")
         if a.jobs is not None and a.jobs < 1:
             raise ValueError(f"expecting --jobs >= 1, got {a.jobs}")
     except ValueError as e:
@@ -93,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ops = [op for op in ops if OPS[op].in_place_ok]
     tasks = make_tasks(ops, tokens, flat, topos, counts=tuple(a.count) if a.count else None, places=places,
                        dtype=a.dtype, reduce_op=a.reduce_op,
-                       expansion_mode=settings.expansion_mode(a.expansion_mode),
+                       expansion_mode=mode,
                        timeout=a.timeout or None)
     jobs = a.jobs or default_jobs()
     t0 = time.perf_counter()
