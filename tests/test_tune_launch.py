@@ -51,3 +51,10 @@ def test_foreign_tuning_file_is_a_usage_error(tmp_path):
                  "--tuning", str(tuning))
     assert out.returncode == 2
     assert out.stderr.count("measured on 3 ranks") == 1
+
+
+@pytest.mark.parametrize("topo, says", [("1x3", "expecting PxSxD"), ("1x1x4", "topo 1x1x4 has 4 devices")])
+def test_tune_with_a_bad_topo_is_a_usage_error(topo, says):
+    out = mpirun(2, "-m", "pyhccl.tune", "--topo", topo)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert out.stderr.count(f"python -m pyhccl.tune: error: --topo: {says}") == 1

@@ -26,7 +26,12 @@ def main(argv: Sequence[str] | None = None, comm: MPI.Intracomm = MPI.COMM_WORLD
     p.add_argument("--refresh", action="store_true", help="measure again and replace the cached profile")
     p.add_argument("--topo", default=None, help="the machine to emulate, as pyhccl.Communicator(topo=...)")
     args = p.parse_args(argv)
-    pc = Communicator(comm, topo=args.topo, profile="hccl")        # measured below, refreshed or not
+    try:
+        pc = Communicator(comm, topo=args.topo, profile="hccl")    # measured below, refreshed or not
+    except ValueError as e:         # a bad --topo, or one that does not fit these ranks (every rank raises it)
+        if comm.Get_rank() == 0:
+            print(f"{p.prog}: error: --topo: {e}", file=sys.stderr)
+        return 2
     try:
         prof = auto_profile(pc.dispatcher.pcomm, pc.dispatcher.planner, pc.topology, refresh=args.refresh)
     finally:
