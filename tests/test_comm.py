@@ -292,6 +292,16 @@ RO.flags.writeable = False
     (lambda c: c.Reduce(np.zeros(8), np.zeros(4)), ValueError, r"expecting recvbuf to hold at least 8 elements "
                                                                 r"\(the send count\), got 4"),
     (lambda c: c.Reduce(np.zeros(8), RO), ValueError, "expecting a writable recvbuf, got a read-only buffer"),
+    # a reduction's buffers hold one count: mpi4py raises where they differ, and so does pyhccl (not a silent
+    # partial write)
+    (lambda c: c.Allreduce(np.zeros(3), np.zeros(4)), ValueError, "mismatch in send count 3 and receive count 4"),
+    (lambda c: c.Reduce(np.zeros(3), np.zeros(4)), ValueError, "mismatch in send count 3 and receive count 4"),
+    (lambda c: c.Allreduce([np.zeros(4), 2, MPI.DOUBLE], [np.zeros(4), 3, MPI.DOUBLE]), ValueError,
+     "mismatch in send count 2 and receive count 3"),
+    (lambda c: c.Reduce_scatter_block(np.zeros(2), np.zeros(3)), ValueError,
+     "mismatch in send count 2 and receive count 3"),
+    (lambda c: c.Reduce_scatter(np.zeros(2), np.zeros(3), [2]), ValueError,
+     r"mismatch in recvcounts\[0\] 2 and receive count 3"),
     (lambda c: c.Bcast(RO), None, None),
     (lambda c: c.Allgather(np.zeros(3), np.zeros(4)), ValueError,
      r"expecting recvbuf to hold 1 blocks of 3 elements \(the send count\), got 1 blocks of 4"),

@@ -79,10 +79,14 @@ def mismatch(a: Buffer, b: Buffer) -> str:
     return "" if da == db else f"send dtype {da} differs from receive dtype {db}"
 
 
-def output_view(env: Env, buf: Buffer, count: int, name: str, what: str) -> Any:
+def output_view(env: Env, buf: Buffer, count: int, name: str, what: str, *, exact: str = "") -> Any:
     """The first ``count`` elements of a buffer pyhccl writes: big enough and writable, else a refusal
-    (:func:`refuse`)."""
+    (:func:`refuse`). ``exact`` (the other count's name): also refuse more than ``count`` elements, with mpi4py's
+    message (a reduction's send and receive buffers hold one count: mpi4py raises where they differ)."""
     arr = buf.array
+    if exact and arr.size > count:
+        return refuse(env, ValueError(f"mismatch in {exact} {count} and receive count {arr.size}: expecting {name} "
+                                      f"to hold {what}, {count} elements"), arr, count)
     if arr.size < count:
         return refuse(env, ValueError(f"expecting {name} to hold at least {count} elements ({what}), got {arr.size}"),
                       arr, count)

@@ -21,7 +21,7 @@ __all__ = ["PARSERS", "allreduce", "reduce", "bcast", "allgather", "gather", "sc
 # -- the parsers: one per method, mpi4py's arguments after the Env ------------------------------
 
 def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job | str:
-    """Allreduce: the count is sendbuf's (recvbuf's when in place); recvbuf holds at least that."""
+    """Allreduce: the count is sendbuf's (recvbuf's when in place); recvbuf holds exactly that, as mpi4py requires."""
     ufunc = reduce_ufunc(op)
     if ufunc is None:
         return unsupported_op(op)
@@ -33,7 +33,7 @@ def allreduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> Job
     if why := mismatch(sb, rb):
         return why
     count = sb.array.size
-    out = output_view(env, rb, count, "recvbuf", "the send count")
+    out = output_view(env, rb, count, "recvbuf", "the send count", exact="send count")
     if not inplace:
         out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("allreduce", env.size, count, in_place=inplace), out.dtype, out if inplace else sb.array, out,
@@ -60,7 +60,7 @@ def reduce(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int
         return why
     count = sb.array.size
     if at_root:
-        out = output_view(env, rb, count, "recvbuf", "the send count")
+        out = output_view(env, rb, count, "recvbuf", "the send count", exact="send count")
         if not inplace:
             out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf at the root to reduce in place")
     else:
@@ -184,7 +184,7 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         whole = output_view(env, rb, n * count, "recvbuf", "")
         return Job(Call("reduce_scatter", n, count), whole.dtype, staged(env, rb, whole), whole[:count], ufunc,
                    reduce_op_name(op), rb.device)
-    out = output_view(env, rb, count, "recvbuf", "one block of sendbuf")
+    out = output_view(env, rb, count, "recvbuf", "one block of sendbuf", exact="send count")
     out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), rb.device)
 
@@ -217,7 +217,7 @@ def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[in
     if sb.array.size < total:
         raise ValueError(f"expecting {src} to hold at least sum(recvcounts) = {total} elements, got {sb.array.size}")
     out = output_view(env, rb, total, "recvbuf", "sum(recvcounts) with MPI.IN_PLACE") if inplace else \
-        output_view(env, rb, mine, "recvbuf", f"recvcounts[{rank}]")
+        output_view(env, rb, mine, "recvbuf", f"recvcounts[{rank}]", exact=f"recvcounts[{rank}]")
     if not inplace:
         out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
     dev = rb.device
