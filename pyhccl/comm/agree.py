@@ -152,12 +152,13 @@ class Planner:
         name = None if ref is None else str(ref)
         if refusal:
             status, detail = "refused", refusal
-        outcome = allgather_timed(comm, (digest, what, name, status, detail), self.timeout,
+        op = f", op {job.reduce_op}" if spec.reduces else ""        # (in the digest: said where ranks disagree)
+        outcome = allgather_timed(comm, (digest, what, name, status, detail, op), self.timeout,
                                   f"the algorithm agreement of {what}")
         if len({o[0] for o in outcome}) > 1:
             firsts = {}
             for r, o in enumerate(outcome):
-                firsts.setdefault(o[0], f"rank {r}: {o[1]}")
+                firsts.setdefault(o[0], f"rank {r}: {o[1]}{o[5]}")
             raise ValueError(f"ranks disagree on the {spec.hccl} call; {'; '.join(firsts.values())}")
         refused: dict[str, list[int]] = {}
         for r, o in enumerate(outcome):

@@ -124,11 +124,13 @@ def refuse(env: Env, error: Exception, arr: Any, count: int) -> Any:
     return sub
 
 
-def block_count(buf: Buffer, n: int, name: str) -> int:
+def block_count(env: Env, buf: Buffer, n: int, name: str) -> int:
+    """The count of ``n`` equal blocks in ``buf``; where they are not equal, a rank-local refusal (:func:`refuse`:
+    every rank raises it, where a raise here would leave the others waiting) and the whole blocks it holds."""
     size = buf.array.size
     if size % n:
-        raise ValueError(f"expecting {name} to hold {n} equal blocks (one per rank), got {size} elements; "
-                         "give the block's count as [buf, count, datatype]")
+        env.refused.append(ValueError(f"expecting {name} to hold {n} equal blocks (one per rank), got {size} "
+                                      "elements; give the block's count as [buf, count, datatype]"))
     return size // n
 
 

@@ -156,7 +156,7 @@ def scatter(env: Env, sendbuf: Any, recvbuf: Any, root: int = 0) -> Job | str:
     if not at_root:
         out = output_view(env, rb, rb.array.size, "recvbuf", "")
         return Job(Call("scatter", n, out.size, root), out.dtype, out[:0], out, device=rb.device)
-    count = block_count(sb, n, "sendbuf")
+    count = block_count(env, sb, n, "sendbuf")
     if inplace:                 # the root's block stays where it is: receive it into staging
         out = stage(env, sb, count)
     else:
@@ -179,14 +179,14 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := mismatch(sb, rb):
         return why
-    count = block_count(sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
+    count = block_count(env, sb, n, "recvbuf (MPI.IN_PLACE: it holds the input)" if inplace else "sendbuf")
     if inplace:                 # the input is staged: MPI leaves recvbuf past the result block as it was
         whole = output_view(env, rb, n * count, "recvbuf", "")
         return Job(Call("reduce_scatter", n, count), whole.dtype, staged(env, rb, whole), whole[:count], ufunc,
                    reduce_op_name(op), rb.device)
     out = output_view(env, rb, count, "recvbuf", "one block of sendbuf", exact="send count")
     out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
-    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array, out, ufunc, reduce_op_name(op), rb.device)
+    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array[:n * count], out, ufunc, reduce_op_name(op), rb.device)
 
 
 def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[int] | None = None,
@@ -265,13 +265,14 @@ def alltoall(env: Env, sendbuf: Any, recvbuf: Any) -> Job | str:
         return unsupported_form(sendbuf=sendbuf, recvbuf=recvbuf)
     if why := mismatch(sb, rb):
         return why
-    count = block_count(sb, n, "sendbuf")
-    block = block_count(rb, n, "recvbuf")
+    count = block_count(env, sb, n, "sendbuf")
+    block = block_count(env, rb, n, "recvbuf")
     if block != count:
-        raise ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (sendbuf's block), got "
-                         f"{n} blocks of {block}")
-    out = output_view(env, rb, n * count, "recvbuf", "")
-    inp = sb.array
+        out = refuse(env, ValueError(f"expecting recvbuf to hold {n} blocks of {count} elements (sendbuf's block), "
+                                     f"got {n} blocks of {block}"), rb.array, n * count)
+    else:
+        out = output_view(env, rb, n * count, "recvbuf", "")
+    inp = sb.array[:n * count]
     if inplace:                 # AllToAll has no in-place form: stage the blocks to send
         inp = staged(env, rb, out)
     else:

@@ -337,6 +337,13 @@ class BaseCollectives:
             k = 2 if r == 0 else 3                      # rank 0 sends 2 elements, the others 3
             with pytest.raises(ValueError, match="ranks disagree on the AllGather call; rank 0: AllGather of 2"):
                 c.Allgather(np.zeros(k), np.zeros(n * k))
+            op = MPI.MAX if r == 0 else MPI.SUM              # the counts agree: the message names the ops
+            with pytest.raises(ValueError, match=r"ranks disagree on the AllReduce call; rank 0: AllReduce of 5 x "
+                                                 r"float64, op max; rank 1: AllReduce of 5 x float64, op sum"):
+                c.Allreduce(np.zeros(5), np.zeros(5), op)
+            with pytest.raises(ValueError, match=rf"expecting sendbuf to hold {n} equal blocks \(one per rank\), "
+                                                 rf"got {n + 1} elements"):       # on every rank: no rank waits
+                c.Alltoall(np.zeros(n + 1 if r == n - 1 else n), np.zeros(n))
             with pytest.raises(ValueError, match=rf"expecting recvbuf to hold {n} equal blocks \(one per rank\), "
                                                  rf"got {2 * n + 1} elements"):
                 c.Allgather(np.zeros(2), np.zeros(2 * n + 1))
