@@ -201,6 +201,11 @@ class Request(_Waits, MPI.Request):
         selection: the :class:`pyhccl.select.Selection` behind it (None when a template was forced).
     """
 
+    def Free(self) -> None:
+        """Free the request of a completed collective; an active one raises (MPI: freeing it is erroneous)."""
+        _require_inactive(self._run)
+        super().Free()
+
 
 class Prequest(_Waits, MPI.Prequest):
     """The request of a pyhccl persistent collective (``Allreduce_init``, ...): an ``MPI.Prequest``.
@@ -220,9 +225,9 @@ class Prequest(_Waits, MPI.Prequest):
         _arm(self, run)
 
     def Free(self) -> None:
-        """Free the request: an inactive one at once (MPI's rule for persistent requests), an active one once it completes."""
-        if self._run.handle:
-            super().Free()
+        """Free the request (between a completion and the next start it holds no MPI handle); an active one raises
+        (MPI: a persistent collective's request is freed inactive)."""
+        _require_inactive(self._run)
 
     @classmethod
     def Startall(cls, requests: list[MPI.Prequest]) -> None:
@@ -233,6 +238,14 @@ class Prequest(_Waits, MPI.Prequest):
                 r.Start()
         if theirs:
             MPI.Prequest.Startall(theirs)
+
+
+def _require_inactive(run: _Run) -> None:
+    """Refuse to free a running collective: nothing would advance its plan again, so its result would never be
+    written and the other ranks' parts would wait on this rank's."""
+    if run.handle:
+        raise ValueError("Free: the collective of this request is still running (MPI: freeing an active "
+                         "collective's request is erroneous); Wait or Test it to completion first")
 
 
 def start(progress: Progress, algorithm: str, selection: Any, on_error: Callable[[BaseException], None],

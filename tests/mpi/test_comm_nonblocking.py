@@ -199,6 +199,33 @@ def test_start_of_an_active_persistent_request_raises(comm):
     assert np.array_equal(y, sum(ints(20, r) for r in range(N)))
 
 
+@pytest.mark.skipif(N < 2, reason="a request stays active only while it waits for another rank")
+@pytest.mark.parametrize("persistent", [False, True])
+def test_free_of_an_active_request_raises_and_the_call_still_completes(comm, persistent):
+    """MPI calls freeing a running collective's request erroneous; freed, nothing would advance its plan (rank 0's
+    result never written, the others' parts waiting on its messages)."""
+    x, y = ints(20), np.empty(20)
+    if persistent:
+        req = comm.Allreduce_init(x, y)
+    else:
+        comm.Iallreduce(x, y).Wait()    # the shape agreed (a collective step): rank 0's start below is its own
+    if RANK == 0:
+        req = req if persistent else comm.Iallreduce(x, y)
+        if persistent:
+            req.Start()                 # cannot complete before rank 1 starts (after the barrier)
+        with pytest.raises(ValueError, match="Free: the collective of this request is still running"):
+            req.Free()
+    WORLD.Barrier()
+    if RANK != 0:
+        req = req if persistent else comm.Iallreduce(x, y)
+        if persistent:
+            req.Start()
+    req.Wait()
+    assert np.array_equal(y, sum(ints(20, r) for r in range(N)))
+    if persistent:
+        req.Free()                      # inactive now: freed (a waited nonblocking request is MPI.REQUEST_NULL)
+
+
 def test_shared_argument_error_raises_on_every_rank(comm):
     with pytest.raises(ValueError, match="root"):
         comm.Ibcast(np.zeros(3), root=N)
