@@ -387,8 +387,14 @@ def test_mpi_error_after_a_fallback_says_what_pyhccl_runs():
     ({}, {"PYHCCL_CHECK": "maybe"}, ValueError, "expecting PYHCCL_CHECK to be 1 or 0"),
     ({"check": "yes"}, {}, TypeError, "expecting check as a bool, got str"),
     ({}, {"PYHCCL_TIMEOUT_ABORT": "x"}, ValueError, "expecting PYHCCL_TIMEOUT_ABORT to be 1 or 0"),
+    # the selector's settings: raised when the communicator is made, not at its first call
+    ({}, {"PYHCCL_SELECTOR": "rule"}, ValueError, r"unknown mode 'rule' \(PYHCCL_SELECTOR\)"),
+    ({}, {"PYHCCL_OP_EXPANSION_MODE": "AICPU"}, ValueError, "unknown expansion mode 'AICPU'"),
+    ({}, {"PYHCCL_TUNER_PLUGIN": "no_such_module:Tuner"}, ValueError, "cannot load tuner plugin"),
+    ({}, {"PYHCCL_RANK_TABLE": "/no/such/rank_table.json"}, FileNotFoundError,
+     "PYHCCL_RANK_TABLE names '/no/such/rank_table.json', which does not exist"),
 ])
-def test_reliability_settings_are_checked(monkeypatch, kw, env, exc, match):
+def test_settings_are_checked_when_the_communicator_is_made(monkeypatch, kw, env, exc, match):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     with pytest.raises(exc, match=match):

@@ -20,7 +20,7 @@ from mpi4py.typing import BufSpec, BufSpecB, BufSpecV, InPlace
 from ..core import settings
 from ..run.shm import KEYVAL as SHM_KEY
 from ..run.shm import ShmEngine, adopt_engine, release_engine, shm_engine
-from ..select import Selection
+from ..select import Selection, check_settings
 from ..topo import Topology, comm_topology
 from ..tune.file import Tuning, TuningError, load_tuning_cached
 from ..tune.profile import measured_profile
@@ -105,6 +105,8 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
         check = settings.flag(check, "check", "PYHCCL_CHECK", False)
         timeout = settings.timeout_seconds(timeout)
         abort_on_timeout = settings.flag(abort_on_timeout, "abort_on_timeout", "PYHCCL_TIMEOUT_ABORT", True)
+        selection = settings.selector()
+        check_settings(**selection)     # the PYHCCL_* the selector reads: raised now, on every rank, not at a first call
         self._comm = comm
         self._gcomm = self._pcomm = comm.Dup()    # gathers in comm's rank order; plans in HCCL's (pyhccl.comm.placed)
         self._topo = topo
@@ -115,7 +117,7 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
         if ub_transfer_bytes is None and not settings.ub_transfer_bytes_set() and self._tuning:
             ub = self._tuning.ub_transfer_bytes      # its prices hold for the message size it ran with
         self._planner = Planner(self._pcomm, self._topology, forced, override, measured_profile(self._tuning),
-                                settings.selector(), ub, timeout, settings.cma())
+                                selection, ub, timeout, settings.cma())
         if self._tuning is None and forced is None and override is None and mode == "auto":
             self._planner.profile = auto_profile(self._pcomm, self._planner, self._topology)
         self._dispatch = Dispatcher(comm, self._pcomm, self._planner, check=check, timeout=timeout,

@@ -26,7 +26,7 @@ from .profile import Profile
 from .rules import NOT_MATCH, RULES, Answer, Ctx
 from .tuner import Tuner, load_tuner
 
-__all__ = ["Selection", "SelectionError", "select", "select_for", "MODES", "normalize_op"]
+__all__ = ["Selection", "SelectionError", "select", "select_for", "check_settings", "MODES", "normalize_op"]
 
 log = logging.getLogger("pyhccl.select")
 MODES = ("auto", "rules", "cost")
@@ -143,8 +143,7 @@ def select(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_op="s
         raise TypeError(f"expecting topo_info as pyhccl.topo.TopoInfo, got {type(topo_info).__name__}")
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
         raise ValueError(f"expecting nbytes as an int >= 0, got {nbytes!r}")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r} (PYHCCL_SELECTOR){close_matches(mode, MODES)}; valid: {', '.join(MODES)}")
+    _check_mode(mode)
     if deterministic not in DETERMINISTIC:
         raise ValueError(f"unknown deterministic {deterministic!r}; valid: {', '.join(DETERMINISTIC)}")
     if engine is not None and engine not in ENGINE_KEYS:
@@ -285,3 +284,16 @@ def select_for(op: str, topo_info: TopoInfo, nbytes: int, dtype="fp32", reduce_o
     return _cached(op, topo_info, nbytes, dtype if isinstance(dtype, (str, HcclDataType)) else str(dtype),
                    reduce_op if isinstance(reduce_op, (str, HcclReduceOp)) else str(reduce_op), root,
                    tuple(sorted(op_param.items())))
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (PYHCCL_SELECTOR){close_matches(mode, MODES)}; valid: {', '.join(MODES)}")
+
+
+def check_settings(mode: str, expansion_mode: str | None = None, tuner: str = "") -> None:
+    """Raise now what :func:`select_for` would raise at a communicator's first call for its settings
+    (:func:`pyhccl.core.settings.selector`): an unknown mode, expansion mode or tuner plugin (loaded here, once)."""
+    _check_mode(mode)
+    initial_config("950", expansion_mode)
+    load_tuner(tuner)

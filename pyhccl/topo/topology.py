@@ -131,7 +131,11 @@ def _resolve(topo: Any, environ: Mapping[str, str] | None = None) -> tuple[TopoS
     if var == "PYHCCL_TOPO":
         return parse_topo(text), var
     if var == "PYHCCL_RANK_TABLE":
-        return rank_table_placement(text), f"PYHCCL_RANK_TABLE={text}"
+        try:
+            return rank_table_placement(text), f"PYHCCL_RANK_TABLE={text}"
+        except FileNotFoundError:
+            raise FileNotFoundError(f"PYHCCL_RANK_TABLE names {text!r}, which does not exist: set it to a rank table "
+                                    "file, or unset it") from None
     return None, "MPI"
 
 
