@@ -3,6 +3,7 @@
 import time
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 import pyhccl.verify.api as api
@@ -151,11 +152,20 @@ def test_verify_leaves_the_cycle_collector_as_it_found_it():
     ({"topo": "1x2"}, ValueError, "expecting PxSxD"),
     ({"dtype": "FP33"}, ValueError, "unknown dtype 'FP33'"),
     ({"op": "Broadcast", "root": 9}, ValueError, r"expecting root in range\(4\)"),
+    ({"count": "10"}, TypeError, "expecting count as an int, got str"),
+    ({"count": 10.5}, TypeError, "expecting count as an int, got float"),
+    ({"count": True}, TypeError, "expecting count as an int, got bool"),
+    ({"op": "Reduce", "root": 1.0}, TypeError, "expecting root as an int, got float"),
+    ({"in_place": "yes"}, TypeError, "expecting in_place as a bool, got str"),
 ])
 def test_argument_errors_raise(kw, err, match):
     args = {"op": "AllReduce", "topo": "1x1x4", **kw}
     with pytest.raises(err, match=match):
         verify(args.pop("op"), args.pop("topo"), **args)
+
+
+def test_numpy_ints_and_bools_are_taken():
+    assert verify("AllReduce", "1x1x4", count=np.int64(10), in_place=np.True_, algo="NHR").status == "ok"
 
 
 def test_sweep_calls_cover_roots_in_place_and_uneven_counts():

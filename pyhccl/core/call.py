@@ -29,9 +29,10 @@ batch_send_rcv its send items, packed          its receive items, packed      no
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -86,6 +87,14 @@ class Call:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "op", canonical_op(self.op))
+        for name in ("nranks", "count", "root"):
+            v = getattr(self, name)
+            if type(v) is not int:
+                object.__setattr__(self, name, _index(v, name))
+        if type(self.in_place) is not bool:
+            if not isinstance(self.in_place, (bool, np.bool_)):
+                raise TypeError(f"expecting in_place as a bool, got {type(self.in_place).__name__}")
+            object.__setattr__(self, "in_place", bool(self.in_place))
         n = self.nranks
         if n < 1:
             raise ValueError(f"expecting nranks >= 1, got {n}")
@@ -365,6 +374,16 @@ def hccl_op(name: str) -> str:
     if str(name).replace("_", "").replace("-", "").lower() == "alltoallvc":
         return "AllToAllVC"                 # its own HCCL op type (and rules), the same pyhccl call as AllToAllV
     return OPS[canonical_op(str(name))].hccl
+
+
+def _index(v: Any, name: str) -> int:
+    """``v`` as an int (numpy's integers too); a bool, a float or a string raises, naming ``name``."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"expecting {name} as an int, got bool")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise TypeError(f"expecting {name} as an int, got {type(v).__name__}") from None
 
 
 def make_call(op: str, nranks: int, *, count: int = 0, root: int | None = None, counts: Sequence[int] | None = None,
