@@ -39,10 +39,13 @@ def test_the_cheapest_candidate_that_takes_the_size_wins(nbytes, winner):
         assert next(r for r in res.rows if r.name == "MeshOneShot@shm").filtered == "runs calls of up to 1 MiB"
 
 
-def test_a_lone_candidate_wins_unpriced_and_other_ops_are_not_the_profiles():
+def test_a_lone_candidate_wins_unpriced_and_an_op_without_one_runs_native():
     res, source = PROF.costs("AllGather", topo(), op_call("AllGather", 1 << 20))
     assert res.winner.name == "Mesh@shm" and "only fast path" in source["Mesh@shm"]
-    assert PROF.ops() == {"AllReduce", "AllGather"}
+    assert {"AllReduce", "AllGather", "AllToAllV", "AllGatherV", "Scatter", "Barrier"} <= PROF.ops()
+    res, source = PROF.costs("AllToAllV", topo(), op_call("AllToAllV", 1024))
+    assert res.winner.name == "NativeMPI" and "no fast path for AllToAllV on one node" in source["NativeMPI"]
+    assert "no AllToAllV fast path: the wrapped MPI's own collective" in PROF.describe("AllToAllV")[0]
     assert "machine profile: (in memory) (test layout; 2 AllReduce fast paths, 6 measured points" \
         in PROF.describe("AllReduce")[0]
 

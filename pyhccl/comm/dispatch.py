@@ -16,6 +16,7 @@ from ..run.base import Runner
 from ..run.timeout import CollectiveTimeoutError
 from ..run.pool import ScratchPool
 from ..select import Selection
+from ..tune.auto import AutoProfile
 from ..tune.file import NATIVE
 from .agree import Agreed, Planner
 from .buffers import SUPPORTED_DTYPES, SUPPORTED_OPS
@@ -32,6 +33,10 @@ log = logging.getLogger("pyhccl")
 
 #: Agreed algorithms and compiled plans kept (least recently used go first).
 PLAN_CACHE_SIZE = 64
+#: Methods that always run one HCCL op: where the machine profile has no fast path for it, the wrapped MPI's own
+#: method runs the call, unparsed (parsing Alltoallv gathers every rank's counts: more than MPICH's whole call).
+_ONE_OP = {"Alltoallv": "AllToAllV", "Allgatherv": "AllGatherV", "Scatter": "Scatter", "Gather": "Gather",
+           "Barrier": "Barrier"}
 
 
 class Dispatcher:
@@ -108,6 +113,10 @@ class Dispatcher:
     def _full(self, method: str, args: tuple) -> None:
         """Parse -> (check) -> Call -> algorithm -> plan -> run; remembers the call for the warm path."""
         self.warm.last = None           # the full path sets last_selection and may remember a call
+        prof = self.planner.profile
+        if not self.check and type(prof) is AutoProfile and method in _ONE_OP and not prof.has_fast_path(_ONE_OP[method]):
+            self.last_selection = None          # the machine profile's choice for the op: MPI's own, as mpi4py runs it
+            return getattr(self.comm, method)(*args)
         refused = self.env.refused      # rank-local refusals of this call (pyhccl.comm.job.refuse)
         refused.clear()
         self.env.after.clear()

@@ -24,8 +24,11 @@ from typing import Any, ClassVar
 
 from ..algo.names import OpExecuteConfig
 from ..algo.predicates import OpCall
+from ..core.call import HCCL_OPS
 from ..select.cost.model import CostResult, CostRow, select_min_cost
 from ..topo.info import TopoInfo
+from .file import NATIVE
+from .profile import NATIVE_ENGINE
 
 __all__ = ["SCHEMA", "Candidate", "AutoProfile", "profile_key", "profile_path", "load_profile", "save_profile",
            "ProfileError"]
@@ -110,8 +113,13 @@ class AutoProfile:
     def label(self) -> str:
         return f"machine profile {self.path or '(in memory)'}"
 
+    def has_fast_path(self, op: str) -> bool:
+        """Whether HCCL op ``op`` has one of pyhccl's fast paths here (else the wrapped MPI's own runs it)."""
+        return op in self._by_op
+
     def ops(self) -> set[str]:
-        return set(self._by_op)
+        """Every HCCL op: those without a fast path here run the wrapped MPI's own collective (:meth:`costs`)."""
+        return set(HCCL_OPS)
 
     def one_shot_max(self, op: str) -> int | None:
         """The measured crossover of HCCL op ``op``'s one-step Mesh (bytes of input run on the slots), or None."""
@@ -125,6 +133,13 @@ class AutoProfile:
         fits (from 0) is priced its measured time x (1 + k x PREFERENCE)."""
         rows, source = [], {}
         cands = self._by_op.get(op, [])
+        if not cands:       # pyhccl's plans for it are MPI point-to-point steps, slower on one node than MPI's own
+            row = CostRow(NATIVE, NATIVE_ENGINE)
+            row.cost = row.model_cost = 0.0
+            row.priced_by = source[NATIVE] = f"no fast path for {op} on one node: the wrapped MPI's own collective"
+            result = CostResult([row], None, OpExecuteConfig.HOSTCPU, ())
+            result.winner, result.ties = select_min_cost([row])
+            return result, source
         place = 0
         for c in cands:
             row = CostRow(c.name, ENGINE)
@@ -151,6 +166,9 @@ class AutoProfile:
     def describe(self, op: str) -> list[str]:
         cands = self._by_op.get(op, [])
         meas = sum(len(c.points) for c in cands)
+        if not cands:
+            return [f"machine profile: {self.path or '(in memory)'} ({self.layout}; no {op} fast path: the wrapped "
+                    f"MPI's own collective; PYHCCL_PROFILE=hccl for HCCL's own selection)"]
         lines = [f"machine profile: {self.path or '(in memory)'} ({self.layout}; {len(cands)} {op} fast path"
                  f"{'s' * (len(cands) != 1)}, {meas} measured points, measured in {self.measure_s:.2f} s; "
                  f"PYHCCL_PROFILE=hccl for HCCL's own selection)"]

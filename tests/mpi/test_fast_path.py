@@ -289,3 +289,47 @@ def test_the_one_shot_reduces_in_rank_order_bit_for_bit(one_shot, count):
     for c in (mpi, mesh_mpi, mesh_shm):
         c.release()
     assert not sum(COMM.allgather(wrong), [])
+
+
+def test_ops_without_a_fast_path_run_the_wrapped_mpis_own(comm):
+    """Alltoallv, Allgatherv, Gather, Scatter and Barrier go to MPI's method unparsed; an uneven Reduce_scatter
+    (ReduceScatterV) is selected NativeMPI by the profile. Every result is checked on every rank after the calls."""
+    ok, before = True, comm.fallbacks
+    k = 3
+    counts, displs = [k] * N, [j * k for j in range(N)]
+    send = np.arange(N * k, dtype=np.float64) + 100 * RANK
+    got = np.zeros(N * k)
+    comm.Alltoallv([send, (counts, displs)], [got, (counts, displs)])
+    want = np.concatenate([np.arange(RANK * k, (RANK + 1) * k) + 100 * j for j in range(N)])
+    ok &= np.array_equal(got, want) and comm.last_selection is None
+    vc = [j + 1 for j in range(N)]
+    out = np.zeros(sum(vc))
+    comm.Allgatherv(np.full(RANK + 1, float(RANK)), [out, vc])
+    ok &= np.array_equal(out, np.concatenate([np.full(j + 1, float(j)) for j in range(N)]))
+    g = np.zeros(2 * N) if RANK == 0 else None
+    comm.Gather(np.full(2, float(RANK)), g, 0)
+    ok &= RANK != 0 or np.array_equal(g, np.repeat(np.arange(N, dtype=float), 2))
+    s = np.zeros(2)
+    comm.Scatter(np.repeat(np.arange(N, dtype=float), 2) if RANK == 0 else None, s, 0)
+    ok &= np.array_equal(s, np.full(2, float(RANK)))
+    comm.Barrier()
+    ok &= comm.last_selection is None and comm.fallbacks == before
+    if N > 1:
+        rc = [j + 1 for j in range(N)]                  # uneven: ReduceScatterV, which has no fast path
+        r = np.zeros(RANK + 1)
+        comm.Reduce_scatter(np.ones(sum(rc)), r, rc)
+        ok &= np.array_equal(r, np.full(RANK + 1, float(N))) and comm.last_selection.algorithm == "NativeMPI"
+    assert COMM.allreduce(bool(ok), op=MPI.LAND)
+
+
+def test_hccls_selection_still_runs_them_with_profile_hccl():
+    c = pyhccl.Communicator(COMM, profile="hccl")
+    try:
+        k = 2
+        counts, displs = [k] * N, [j * k for j in range(N)]
+        got = np.zeros(N * k)
+        c.Alltoallv([np.full(N * k, float(RANK)), (counts, displs)], [got, (counts, displs)])
+        ok = np.array_equal(got, np.repeat(np.arange(N, dtype=float), k)) and c.last_selection is not None
+    finally:
+        c.release()
+    assert COMM.allreduce(bool(ok), op=MPI.LAND)
