@@ -106,7 +106,7 @@ class Communicator(NonblockingMethods, MPI.Intracomm):
         timeout = settings.timeout_seconds(timeout)
         abort_on_timeout = settings.flag(abort_on_timeout, "abort_on_timeout", "PYHCCL_TIMEOUT_ABORT", True)
         selection = settings.selector()
-        check_settings(**selection)     # the PYHCCL_* the selector reads: raised now, on every rank, not at a first call
+        check_settings(**selection)     # the PYHCCL_* the selector reads: raised now, on every rank, not at a call
         self._comm = comm
         self._gcomm = self._pcomm = comm.Dup()    # gathers in comm's rank order; plans in HCCL's (pyhccl.comm.placed)
         self._topo = topo

@@ -113,8 +113,8 @@ class Dispatcher:
     def _full(self, method: str, args: tuple) -> None:
         """Parse -> (check) -> Call -> algorithm -> plan -> run; remembers the call for the warm path."""
         self.warm.last = None           # the full path sets last_selection and may remember a call
-        prof = self.planner.profile
-        if not self.check and type(prof) is AutoProfile and method in _ONE_OP and not prof.has_fast_path(_ONE_OP[method]):
+        prof, op = self.planner.profile, _ONE_OP.get(method)
+        if op and not self.check and type(prof) is AutoProfile and not prof.has_fast_path(op):
             self.last_selection = None          # the machine profile's choice for the op: MPI's own, as mpi4py runs it
             return getattr(self.comm, method)(*args)
         refused = self.env.refused      # rank-local refusals of this call (pyhccl.comm.job.refuse)

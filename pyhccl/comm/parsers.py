@@ -186,7 +186,8 @@ def reduce_scatter_block(env: Env, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.
                    reduce_op_name(op), rb.device)
     out = output_view(env, rb, count, "recvbuf", "one block of sendbuf", exact="send count")
     out = require_apart(env, sb.array, out, "pass MPI.IN_PLACE as sendbuf to reduce in place")
-    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array[:n * count], out, ufunc, reduce_op_name(op), rb.device)
+    return Job(Call("reduce_scatter", n, count), out.dtype, sb.array[:n * count], out, ufunc, reduce_op_name(op),
+               rb.device)
 
 
 def reduce_scatter(env: Env, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[int] | None = None,
