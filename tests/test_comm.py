@@ -481,3 +481,17 @@ def test_the_warm_paths_test_of_a_repeated_call():
     assert not same("Allgather", (x, out))
     with_op = _matcher("Allreduce", (MPI.IN_PLACE, out, MPI.SUM), (1,))
     assert with_op("Allreduce", (MPI.IN_PLACE, out, MPI.SUM)) and not with_op("Allreduce", (MPI.IN_PLACE, out, MPI.MAX))
+
+
+def test_the_warm_paths_test_is_generated_once_per_form_of_call():
+    """A loop that passes new arrays each call remembers each call: generating code per call cost it 3x (2 ranks,
+    Allreduce of 16 floats into a new output each call: 40 -> 125 us a call)."""
+    from pyhccl.comm.warm import _matcher, _matcher_factory
+    x = np.ones(4, np.float32)
+    a, b = np.empty(4, np.float32), np.empty(4, np.float32)
+    first = _matcher("Allreduce", (x, a, MPI.SUM), (1,))
+    made = _matcher_factory.cache_info().misses
+    second = _matcher("Allreduce", (x, b, MPI.SUM), (1,))
+    assert _matcher_factory.cache_info().misses == made                     # the same form: no code generated
+    assert first("Allreduce", (x, a, MPI.SUM)) and not first("Allreduce", (x, b, MPI.SUM))
+    assert second("Allreduce", (x, b, MPI.SUM)) and not second("Allreduce", (x, a, MPI.SUM))

@@ -7,6 +7,7 @@ objects, a changed shape, the check on, device buffers) takes the full path.
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
@@ -46,22 +47,34 @@ def _matcher(method: str, args: tuple, writable: tuple[int, ...]) -> Callable[[s
     """A test of whether a call ``(method, args)`` is this one again: the very same argument objects, each
     array among them with the shape and dtype it has now, the arrays the call writes still writable.
 
-    It is the warm path's only check, made before every repeated call: generated as one expression (as
-    :mod:`dataclasses` generates its methods), which costs about half a loop over the arguments.
+    It is the warm path's only check, made before every repeated call: one expression (as :mod:`dataclasses`
+    generates its methods), which costs about half a loop over the arguments. The code is generated once per
+    form of call (:func:`_matcher_factory`); each call remembered closes it over its own objects.
     """
-    env: dict[str, Any] = {"M": method}
-    test = ["m == M", f"len(t) == {len(args)}"]
-    for i, a in enumerate(args):
-        env[f"A{i}"] = a
+    kinds = tuple(2 if i in writable else 1 if type(a) is np.ndarray else 0 for i, a in enumerate(args))
+    values: list[Any] = [method]
+    for a, kind in zip(args, kinds):
+        values += [a, a.shape, a.dtype] if kind else [a]
+    return _matcher_factory(kinds)(*values)
+
+
+@lru_cache(maxsize=256)
+def _matcher_factory(kinds: tuple[int, ...]) -> Callable[..., Callable[[str, tuple], bool]]:
+    """The generated maker of :func:`_matcher`'s test for calls whose arguments are of ``kinds`` (0: another
+    object, 1: an array, 2: an array the call writes): ``make(M, A0, [S0, D0,] A1, ...)``."""
+    params, test = ["M"], ["m == M", f"len(t) == {len(kinds)}"]
+    for i, kind in enumerate(kinds):
+        params.append(f"A{i}")
         test.append(f"t[{i}] is A{i}")
-    for i, a in enumerate(args):
-        if type(a) is np.ndarray:
-            env[f"S{i}"], env[f"D{i}"] = a.shape, a.dtype
-            test += [f"A{i}.shape == S{i}", f"A{i}.dtype is D{i}"]
-            if i in writable:
-                test.append(f"A{i}.flags.writeable")
-    exec("def same(m, t):\n    return " + " and ".join(test) + "\n", env)   # noqa: S102 - built from names only
-    return env["same"]
+        if kind:
+            params += [f"S{i}", f"D{i}"]
+    for i, kind in enumerate(kinds):
+        if kind:
+            test += [f"A{i}.shape == S{i}", f"A{i}.dtype is D{i}"] + ([f"A{i}.flags.writeable"] if kind == 2 else [])
+    env: dict[str, Any] = {}
+    exec(f"def make({', '.join(params)}):\n    def same(m, t):\n        return " + " and ".join(test)  # noqa: S102
+         + "\n    return same\n", env)                # built from names only
+    return env["make"]
 
 
 class WarmCache:
