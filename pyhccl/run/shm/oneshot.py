@@ -62,15 +62,6 @@ def _fold(ufunc: Callable, rows, out: np.ndarray) -> None:
         ufunc(out, row, out=out)
 
 
-def _reduce(ufunc: Callable, rows: np.ndarray, out: np.ndarray) -> None:
-    """:func:`_fold` of the rows of a 2-d array: numpy's reduce over them, except for rows of one element, which
-    it adds in pairs from 8 rows on (other bits)."""
-    if rows.shape[1] != 1:
-        ufunc.reduce(rows, axis=0, out=out)
-    else:
-        _fold(ufunc, rows, out)
-
-
 class Slots:
     """Every rank's two slots (barrier parity x rank x bytes) in one shared window of a node communicator."""
 
@@ -126,7 +117,7 @@ class OneShotRunner:
         self.slot_count = call.input_count(rank)                                  # same on every rank
         self.nbytes = max(call.input_count(r) for r in range(n)) * itemsize
         self.split = call.op == "alltoall" and self.block * itemsize >= SPLIT_MIN_BYTES    # (:meth:`_post`)
-        self.order = [rank] + [q for q in range(n) if q != rank]           # ReduceScatter's (:meth:`_local`)
+        self.order = [rank] + [q for q in range(n) if q != rank]           # ReduceScatter's (:meth:`_reader`)
         self._views: tuple | None = None
 
     def run(self, comm: Any, bufs: tuple, ufunc: Callable | None, timeout: float | None = None) -> None:
@@ -147,7 +138,9 @@ class OneShotRunner:
         if self.call.op != "broadcast" or self.rank == self.call.root:
             self._post(v[2][parity], bufs[0], bufs[1])
         self._wait(timeout)
-        self._local(bufs[0], bufs[1], v[3][parity], ufunc)
+        view, act = self._reader(bufs[0], bufs[1], ufunc)
+        if act is not None:
+            act(view(v[3][parity]))
 
     def bind(self, inp: np.ndarray, out: np.ndarray, ufunc: Callable | None) -> Callable[[], None]:
         """:meth:`run` on these arrays with no timeout, as a function of no arguments with everything looked up
@@ -177,14 +170,13 @@ class OneShotRunner:
         return go
 
     def _reader(self, inp: np.ndarray, out: np.ndarray, ufunc: Callable | None) -> tuple[Callable, Callable | None]:
-        """The bound call's part after the barrier, as :meth:`_local` does it: ``view``, what it reads of one parity's
-        slots (made once per parity), and ``act``, what it does with that (None: nothing)."""
+        """This rank's part once the barrier is passed (``out``: flat and contiguous, as every job's output is):
+        ``view``, what it reads of one parity's slots (the bound call makes it once per parity), and ``act``, what
+        it does with that (None: nothing). Reductions run in rank order, as the templates' plans do."""
         op, n, me, c, root = self.call.op, self.call.nranks, self.rank, self.block, self.call.root
         if op == "broadcast" and me == root or op == "reduce" and me != root:      # nothing to read
             return _whole, None
-        if not out.flags.c_contiguous:
-            return _whole, lambda every: self._local(inp, out, every, ufunc)
-        if op == "reduce_scatter":          # its own block first, then the others in rank order (:meth:`_local`)
+        if op == "reduce_scatter":          # its own block first, then the others in rank order (the Mesh template)
             order = self.order
 
             def view(every):
@@ -197,7 +189,7 @@ class OneShotRunner:
                 return lambda every: every[0], lambda row: np.copyto(out, row)
             if n == 2:          # two ranks: one add beats the general reduce (the same order: row 0, then row 1)
                 return lambda every: (every[0], every[1]), lambda rows: ufunc(rows[0], rows[1], out=out)
-            if self.slot_count == 1:    # (:func:`_reduce`)
+            if self.slot_count == 1:    # numpy's reduce adds a column of one element in pairs from 8 rows on
                 return _whole, lambda rows: _fold(ufunc, rows, out)
             reduce = ufunc.reduce
             return _whole, lambda rows: reduce(rows, axis=0, out=out)
@@ -240,22 +232,3 @@ class OneShotRunner:
         lo, hi = self.rank * self.block, (self.rank + 1) * self.block
         mine[:lo], mine[hi:] = inp[:lo], inp[hi:]
         out[lo:hi] = inp[lo:hi]
-
-    def _local(self, inp, out, every, ufunc) -> None:
-        """This rank's part once the barrier is passed: read (and reduce) the slots it needs."""
-        op, me = self.call.op, self.rank
-        c = self.block
-        if op == "allreduce" or op == "reduce" and me == self.call.root:
-            _reduce(ufunc, every, out)
-        elif op == "reduce_scatter":    # as the Mesh template: its own block first, then the others in rank order
-            _fold(ufunc, [every[q, me * c:(me + 1) * c] for q in self.order], out)
-        elif op == "all_gather":
-            np.copyto(out.reshape(every.shape), every)
-        elif op == "alltoall":          # every rank's block for this rank (split: its own is there, :meth:`_post`)
-            blocks, mine = out.reshape(self.call.nranks, c), every[:, me * c:(me + 1) * c]
-            if self.split:
-                blocks[:me], blocks[me + 1:] = mine[:me], mine[me + 1:]
-            else:
-                np.copyto(blocks, mine)
-        elif op == "broadcast" and me != self.call.root:
-            np.copyto(out, every[self.call.root])
