@@ -14,7 +14,7 @@ import pytest
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
 from pyhccl.plan.ir import Kind, Region
-from pyhccl.verify import atoms, sim, verify
+from pyhccl.verify import atoms, quotient, sim, verify
 from pyhccl.verify.api import forget_plans
 from pyhccl.verify.cases import LARGE_COUNT
 from pyhccl.verify.atoms import Grid
@@ -152,6 +152,7 @@ def test_faults_are_reported_alike_however_the_grid_is_cut(call, algo, mode, mon
 ])
 def test_the_grid_is_cut_by_step_where_pieces_would_hold_several_atoms(op, topo, count, algo, by_step, monkeypatch):
     monkeypatch.setattr(sim, "_CUT_BY_STEP", 0)         # (the plans' size alone would leave these cut up front)
+    monkeypatch.setattr(quotient, "QUOTIENT_MIN_RANKS", 1 << 40)     # (the grid's policy: no rank-0 shortcut)
     chose = []
     real = sim._Sim.cut_finer
     monkeypatch.setattr(sim._Sim, "cut_finer", lambda s, r, e: chose.append(real(s, r, e)) or chose[-1])

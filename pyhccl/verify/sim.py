@@ -30,7 +30,7 @@ from ..plan.format import format_plans
 from ..plan.ir import Plan
 from .atoms import Grid, cut_keys, progressions, rank_keys, ranges, unique
 from .rows import REDUCE, PlanArrays
-from . import memory
+from . import memory, quotient
 from .checks import Checks
 from .heap import heap
 from .post import post_arrays, post_rows
@@ -70,6 +70,7 @@ class SimReport:
     rounds: int
     max_elements_sent: int
     atoms: int          # summed over the ranks' buffers
+    quotient: bool = False      # simulated on rank 0 for every rank (pyhccl.verify.quotient): atoms is N x rank 0's
 
 
 def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = None, *, in_place: bool = False,
@@ -93,7 +94,13 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     if isinstance(call, OpSpec):
         call = Call(call.name, len(plans), count or 0, in_place=in_place)
     with heap():
-        sim = _Sim(plans, call, seed)
+        layout = _Layout(plans, call)
+        if len(plans) >= quotient.QUOTIENT_MIN_RANKS:
+            rep = quotient.run(plans, call, layout.ops, layout.sizes, seed)
+            if not isinstance(rep, str):
+                return rep
+        sim = _Sim(plans, call, seed, layout=layout)
+        del layout
         try:
             return sim.run()
         except SimulationError as e:
@@ -111,19 +118,29 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
         raise found
 
 
-class _Sim:
-    def __init__(self, plans: Sequence[Plan], call: Call, seed: int, exact: bool = False) -> None:
-        self.plans, self.call = plans, call
-        self.n = n = len(plans)
+def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
+    """The rounds (steps that transfer data) of the rank with most, and the elements the rank that sends most sends."""
+    xfer = ops.local == 0
+    rounds = np.unique(ops.rank[xfer] * (ops.nsteps + 1) + ops.step[xfer]) // (ops.nsteps + 1)
+    sent = np.zeros(n, np.int64)
+    sends = xfer & (ops.kind == 0)
+    np.add.at(sent, ops.rank[sends], ops.src.size[sends])
+    return int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0))
+
+
+class _Layout:
+    """Every rank's plan as rows (:class:`PlanArrays`), and the buffers' sizes: what the grid and the quotient share."""
+
+    def __init__(self, plans: Sequence[Plan], call: Call) -> None:
+        n = len(plans)
         if n != call.nranks:
             raise ValueError(f"expecting {call.nranks} plans for {call.op} over {call.nranks} ranks, got {n}")
         for r, p in enumerate(plans):
             if p.rank != r:
                 raise ValueError(f"expecting plans in rank order, got plan of rank {p.rank} at index {r}")
-        self.keys = rank_keys(n, seed)
-        self.use_mask = n <= _MASK_MAX_RANKS
-        ins = np.array([call.input_count(r) for r in range(n)], dtype=np.int64)
-        shift = np.array([call.in_place_offset(r) if call.in_place else 0 for r in range(n)], dtype=np.int64)
+        self.ins = ins = np.array([call.input_count(r) for r in range(n)], dtype=np.int64)
+        self.shift = shift = np.array([call.in_place_offset(r) if call.in_place else 0 for r in range(n)],
+                                      dtype=np.int64)
         nin = int(ins.max(initial=0))
         nout = max((call.output_count(r) for r in range(n)), default=0)
         if call.in_place:
@@ -133,6 +150,19 @@ class _Sim:
                                     reserve=lambda actions: memory.require(what, memory.BYTES_PER_ACTION * actions))
         nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
+
+
+class _Sim:
+    def __init__(self, plans: Sequence[Plan], call: Call, seed: int, exact: bool = False,
+                 layout: _Layout | None = None) -> None:
+        self.plans, self.call = plans, call
+        lay = layout or _Layout(plans, call)
+        self.n = n = len(plans)
+        self.keys = rank_keys(n, seed)
+        self.use_mask = n <= _MASK_MAX_RANKS
+        ins, shift, what, ops = lay.ins, lay.shift, lay.what, lay.ops
+        self.what, self.ops, self.sizes = what, ops, lay.sizes
+        nin, nout, nscr = lay.sizes.tolist()
         # a rank's keys: its input, output and scratch one after the other, one unused key after each
         self.at = np.concatenate([[0], np.cumsum(self.sizes + 1)])
         self.span = int(self.at[3])
@@ -219,13 +249,7 @@ class _Sim:
             first = progressions(self.post_lo, post.cnt, post.rep)
             self.g.refine(np.concatenate([first, first + np.repeat(post.cnt, post.rep)]))
         self.check_post()
-        xfer = ops.local == 0
-        rounds = np.unique(ops.rank[xfer] * (ops.nsteps + 1) + ops.step[xfer]) // (ops.nsteps + 1)
-        sent = np.zeros(self.n, np.int64)
-        sends = xfer & (ops.kind == 0)
-        np.add.at(sent, ops.rank[sends], ops.src.size[sends])
-        return SimReport(self.n, int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0)),
-                         len(self.g.keys) - 3 * self.n)
+        return SimReport(self.n, *counts(ops, self.n), len(self.g.keys) - 3 * self.n)
 
     def cut_finer(self, regions, extra: np.ndarray) -> bool:
         """Whether a piece holds :data:`_CUT_WIDTH` atoms or more, on average, once the grid is cut up front: measured

@@ -1,0 +1,454 @@
+"""The rank-rotation quotient: a plan set that every rank runs alike, up to a rotation, simulated on one rank.
+
+Many of HCCL's one-level templates (NHR, Ring, Mesh) are the same program on every rank up to a rotation:
+rank ``r`` talks to ``peer + r`` where rank 0 talks to ``peer``, and touches block ``j + r`` (of ``u``
+elements) of a rank-indexed buffer where rank 0 touches block ``j``. Then rank ``r``'s data after any step is
+rank 0's, rotated: element ``x`` of rank ``r`` holds what element ``x - r u`` of rank 0 holds, with every
+contributing rank ``c`` read as ``c + r`` (mod N). So rank 0 alone, simulated exactly (its contributors as
+an N-bit set, each element's input index), decides the call for every rank: at 8192 ranks an AllGather's
+grid holds N^2 = 67 M atoms, rank 0's N.
+
+:func:`run` accepts a plan set only after it has shown, on the flat rows (:class:`~.rows.PlanArrays`) and in
+time linear in them, that the set is rotation-symmetric:
+
+1. the simulator's structural checks (:class:`~.checks.Checks`) find nothing on any rank;
+2. every rank's *relation* (each element it receives, with the relative rank and element it comes from;
+   each element its local operations read and write) is rank 0's, rotated. Relations are compared as
+   sums of a hash of their elements, ``g^x h^y k^key`` modulo two primes near 2^31: a strided region's
+   sum is a product of two geometric series, so a region costs O(1) whatever its pieces, and a region
+   that a rotation splits at the buffer's end costs at most four. Different relations give equal sums with
+   probability about 2^-60 (the simulator's 64-bit keys take the same kind of risk above 64 ranks);
+3. each rank's local operations of a step touch disjoint data (so their order, which a rotation may
+   change, does not matter);
+
+then simulates rank 0 exactly and checks its output against the postcondition. Anything else (a fault, a
+plan that is not symmetric, a count that does not split into N equal blocks) returns None, and the caller
+runs the grid (:mod:`pyhccl.verify.sim`), which reports every fault with its rank and step as before: the
+quotient only ever says "passed".
+"""
+
+from __future__ import annotations
+
+import bisect
+from functools import lru_cache
+import numpy as np
+
+from ..core.call import Call
+from .checks import Checks
+from .rows import COPY, REDUCE, SEND, PlanArrays
+
+__all__ = ["QUOTIENT_MIN_RANKS", "applies", "run"]
+
+#: Below this many ranks the grid is fast enough, and the quotient is not tried.
+QUOTIENT_MIN_RANKS = 256
+_PRIMES = (2147483647, 2147483629)      # primes below 2^31: a product of two residues fits an int64
+_NO_WRAP = np.int64(1) << 62
+_SAMPLE = 4                             # ranks compared before the rows of every rank are hashed
+
+
+def applies(call: Call) -> bool:
+    """Whether ``call``'s postcondition is rotation-symmetric with equal blocks (the quotient may apply)."""
+    n, c = call.nranks, call.count
+    if c <= 0:
+        return False
+    if call.op in ("all_gather", "reduce_scatter"):
+        return not (call.op == "reduce_scatter" and call.in_place)
+    return call.op == "allreduce" and c % n == 0
+
+
+def _frames(call: Call) -> tuple[list[int], int, int, int]:
+    """Per buffer (in, out) the elements a rank's rotation moves it by (its block; 0: not rotated); the block of the
+    input index's rotation, the input's size, and the op's block (what scratch may be cut into)."""
+    n, c = call.nranks, call.count
+    if call.op == "all_gather":
+        return [0, c], 0, c, c
+    if call.op == "reduce_scatter":
+        return [c, 0], c, n * c, c
+    return [c // n, c // n], c // n, c, c // n
+
+
+def _canon(off: np.ndarray, rank: np.ndarray, unit: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Offsets in a rank's rotated frame: a buffer of block ``unit`` (> 0) is cut into periods of ``n`` blocks,
+    each rotated back by ``rank`` blocks. Returns each offset's period start, its rotated place in the period,
+    and the period (0 where ``unit`` is 0: the offset as it is)."""
+    period = unit * n
+    safe = np.maximum(period, 1)
+    base = np.where(period > 0, off // safe * safe, 0)
+    return base, np.where(period > 0, (off - base - rank * unit) % safe, off), period
+
+
+def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
+    """The report of ``plans`` for ``call`` simulated on rank 0 (see the module), or why the quotient does not
+    apply or what it finds wrong (a str: the grid then runs and reports it)."""
+    from .sim import SimReport, counts        # (sim imports this module)
+    n = call.nranks
+    if not applies(call) or not len(ops.step):
+        return f"{call.op} of count {call.count} over {n} ranks is not a rotation of equal blocks"
+    units, u_orig, s_orig, block = _frames(call)
+    bases = _bases(seed, n)
+    sample = np.unique(np.array([0, 1, n // 2, n - 1]))
+    for u_scr in (0, block) if block else (0,):     # scratch: not rotated, or in periods of n blocks
+        frame = np.array(units + [u_scr], np.int64)
+        if _periods_kept(ops, frame, n) and _sides_alike(ops, n, frame, bases, sample):
+            break               # (a cheap look at a few ranks first: most plans that differ differ there)
+    else:
+        return "the sampled ranks' regions are not rank 0's rotated"
+    keys = _Keys(n, sizes)          # (Checks keeps a weak reference)
+    checks = Checks(keys, ops)
+    if checks.match_steps or checks.xbad_step < ops.nsteps or checks.lbad_step < ops.nsteps:
+        return "a structural fault"
+    s, r = checks.sends, checks.recvs
+    if not (np.array_equal(ops.src.cnt[s], ops.dst.cnt[r]) and np.array_equal(ops.src.rep[s], ops.dst.rep[r])):
+        return "a send and its receive cut into different pieces"
+    loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
+    if not (np.array_equal(ops.src.cnt[loc], ops.dst.cnt[loc]) and np.array_equal(ops.src.rep[loc], ops.dst.rep[loc])):
+        return "a local operation's sides cut into different pieces"
+    pos, lead = checks._disjoint_lead(loc, np.zeros(len(loc), bool))
+    if (pos >= lead).any():
+        return "a rank's local operations of a step touch common data (their order matters)"
+    if not _relations_alike(ops, n, frame, bases, s, r, loc):
+        return "the ranks' relations are not rank 0's rotated"
+    atoms = _Rank0(ops, call, frame, sizes, u_orig, s_orig, s, r, loc).run()
+    if isinstance(atoms, str):
+        return atoms
+    rounds, sent = counts(ops, n)
+    return SimReport(n, rounds, sent, n * atoms, quotient=True)
+
+
+def _bases(seed: int, n: int) -> np.ndarray:
+    """Per prime, the hash's random bases ``g, h, k`` (``g h`` not 1: its geometric series has a denominator)."""
+    rng = np.random.default_rng([seed, n, 20])
+    while True:
+        bases = rng.integers(2, _PRIMES[1] - 2, size=(len(_PRIMES), 3))
+        if all(int(b[0]) * int(b[1]) % p != 1 for b, p in zip(bases, _PRIMES)):
+            return bases
+
+
+class _Keys:
+    """What :class:`~.checks.Checks` asks of a simulator: the ranks, the buffers' sizes and their keys."""
+
+    def __init__(self, n: int, sizes: np.ndarray) -> None:
+        self.n, self.sizes = n, sizes
+        self.at = np.concatenate([[0], np.cumsum(sizes + 1)])
+        self.span = int(self.at[3])
+
+    def base(self, rank, buf) -> np.ndarray:
+        return np.asarray(rank, dtype=np.int64) * self.span + self.at[np.asarray(buf)]
+
+
+# -- the relations' hashes ------------------------------------------------------------------
+@lru_cache(maxsize=64)
+def _table(g: int, p: int) -> np.ndarray:
+    """``g ** (i << 8 k) % p`` for ``k < 4``, ``i < 256``: an exponent below 2^32 in four lookups."""
+    t = np.empty((4, 256), np.int64)
+    for k in range(4):
+        b = pow(g, 1 << (8 * k), p)
+        t[k] = [pow(b, i, p) for i in range(256)]
+    return t
+
+
+def _pow(g: int, exp: np.ndarray, p: int) -> np.ndarray:
+    """``g ** exp % p`` elementwise (``exp`` reduced mod ``p - 1``)."""
+    e = np.asarray(exp, np.int64) % (p - 1)
+    t = _table(g, p)
+    out = t[0][e & 255]
+    for k in (1, 2, 3):
+        out = out * t[k][(e >> (8 * k)) & 255] % p
+    return out
+
+
+def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
+    """``sum(a ** t for t < m) % p`` elementwise (``a`` nonzero mod p): computed once per distinct ``(a, m)``."""
+    key, inv = np.unique(a * (1 << 31) + m % (p - 1), return_inverse=True)     # (a, m < 2^31: one int64)
+    out = np.empty(len(key), np.int64)
+    for i, (ai, mi) in enumerate(zip((key >> 31).tolist(), (key & ((1 << 31) - 1)).tolist())):
+        out[i] = mi % p if ai == 1 else (pow(ai, mi, p) - 1) * pow(ai - 1, p - 2, p) % p
+    return out[inv.reshape(-1)]
+
+
+def _split(seg: dict, side: str) -> dict:
+    """``seg``'s segments cut where ``side`` ('x' or 'y') passes ``m<side>`` (its period's end; 0: never):
+    the part beyond moves back by it. A segment is the elements ``side = base + i stride + j`` for ``i0 <= i <
+    i1``, ``j0 <= j < j1`` (pieces no wider than the stride): at most one piece straddles the end."""
+    b, s = seg[side], np.maximum(seg["s" + side], 1)
+    i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
+    m = np.where(seg["m" + side] > 0, seg["m" + side], _NO_WRAP)
+    ia = np.clip((m - b - j1) // s + 1, i0, i1)           # pieces [i0, ia) end at or before the end
+    ib = np.clip(-((b + j0 - m) // s), i0, i1)            # pieces [ib, i1) start at or after it
+    jm = m - b - ia * s                                    # the straddling piece ia (when ia < ib) splits here
+    parts = [(i0, ia, j0, j1, 0), (ia, np.minimum(ib, ia + 1), j0, jm, 0), (ia, np.minimum(ib, ia + 1), jm, j1, 1),
+             (ib, i1, j0, j1, 1)]
+    out: dict = {k: [] for k in seg}
+    for a0, a1, c0, c1, wrapped in parts:
+        keep = (a1 > a0) & (c1 > c0)
+        for k, v in seg.items():
+            out[k].append(v[keep])
+        out["i0"][-1], out["i1"][-1], out["j0"][-1], out["j1"][-1] = a0[keep], a1[keep], c0[keep], c1[keep]
+        if wrapped:
+            out[side][-1] = b[keep] - m[keep]
+    return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def _hash(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
+    """Per prime, per rank: the sum over the segments' elements of ``g^x h^y k^key`` (owner ``seg['own']``)."""
+    seg = _split(_split(seg, "x"), "y")
+    out = np.zeros((len(_PRIMES), n), np.int64)
+    x0 = seg["bx"] + seg["x"] + seg["i0"] * seg["sx"] + seg["j0"]
+    y0 = seg["by"] + seg["y"] + seg["i0"] * seg["sy"] + seg["j0"]
+    for k, p in enumerate(_PRIMES):
+        g, h, kk = (int(v) for v in bases[k])
+        term = _pow(g, x0, p) * _pow(h, y0, p) % p * _pow(kk, seg["key"], p) % p
+        a = _pow(g, seg["sx"], p) * _pow(h, seg["sy"], p) % p
+        term = term * _geometric(a, seg["i1"] - seg["i0"], p) % p
+        gh = g * h % p
+        inv = pow(gh - 1, p - 2, p)             # (g h is not 1: g, h drawn from [2, p - 2) and checked)
+        term = term * ((_pow(gh, seg["j1"] - seg["j0"], p) - 1) % p * inv % p) % p
+        out[k] = np.bincount(seg["own"], weights=term.astype(np.float64), minlength=n).astype(np.int64) % p
+    return out
+
+
+def _periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
+    """Whether every region of a rotated buffer lies within one period of it (see :func:`_canon`)."""
+    for side in (ops.src, ops.dst):
+        has = (side.buf >= 0) & (side.size > 0)
+        period = np.where(has, frame[np.maximum(side.buf, 0)] * n, 0)
+        safe = np.maximum(period, 1)
+        if ((period > 0) & (side.off // safe != (side.end - 1) // safe)).any():
+            return False
+    return True
+
+
+def _segments(ops: PlanArrays, n: int, frame, xrows, yrows, xrank, yrank, key) -> dict:
+    """The segments of moves from side ``src`` of ``yrows`` (of rank ``yrank``) to side ``dst`` of ``xrows``
+    (owned by ``xrank``), each side in its rank's rotated frame."""
+    d, s = ops.dst, ops.src
+    bx, x, mx = _canon(d.off[xrows], xrank, frame[d.buf[xrows]], n)
+    by, y, my = _canon(s.off[yrows], yrank, frame[s.buf[yrows]], n)
+    zero = np.zeros(len(x), np.int64)
+    return dict(x=x, sx=d.stride[xrows], y=y, sy=s.stride[yrows], i0=zero, i1=d.rep[xrows], j0=zero, j1=d.cnt[xrows],
+                mx=mx, my=my, bx=bx, by=by, key=key, own=xrank)
+
+
+def _relations_alike(ops, n, frame, bases, s, r, loc) -> bool:
+    """Whether every rank's relation (its receives with their sources, its local operations) is rank 0's."""
+    recv_rank, send_rank = ops.rank[r], ops.rank[s]
+    rel = (send_rank - recv_rank) % n
+    key_x = ((ops.step[r] * 3) * n + rel) * 9 + ops.dst.buf[r] * 3 + ops.src.buf[s]
+    key_l = ((ops.step[loc] * 3 + np.where(ops.kind[loc] == REDUCE, 2, 1)) * n) * 9 + ops.dst.buf[loc] * 3 \
+        + ops.src.buf[loc]
+    segs = [_segments(ops, n, frame, r, s, recv_rank, send_rank, key_x),
+            _segments(ops, n, frame, loc, loc, ops.rank[loc], ops.rank[loc], key_l)]
+    seg = {k: np.concatenate([a[k] for a in segs]) for k in segs[0]}
+    f = _hash(seg, n, bases)
+    return bool((f == f[:, :1]).all())
+
+
+def _sides_alike(ops, n, frame, bases, sample) -> bool:
+    """Whether each side of the rows of the ``sample`` ranks (what each sends and receives, to and from which
+    relative rank; what its locals read and write) is rank 0's, rotated: a necessary condition, on few rows."""
+    rows = np.flatnonzero(np.isin(ops.rank, sample) & ((ops.src.size > 0) | (ops.dst.size > 0)))
+    rank = ops.rank[rows]
+    who = np.searchsorted(sample, rank)
+    rel = np.where(ops.local[rows] == 0, (ops.peer[rows] - rank) % n, 0)
+    segs = []
+    for side, code in ((ops.src, 0), (ops.dst, 1)):
+        has = side.buf[rows] >= 0
+        rr, b = rows[has], side.buf[rows[has]]
+        base, x, m = _canon(side.off[rr], rank[has], frame[b], n)
+        zero = np.zeros(len(rr), np.int64)
+        key = ((ops.step[rr] * 4 + ops.kind[rr]) * n + rel[has]) * 6 + b * 2 + code
+        segs.append(dict(x=x, sx=side.stride[rr], y=x, sy=side.stride[rr], i0=zero, i1=side.rep[rr], j0=zero,
+                         j1=side.cnt[rr], mx=m, my=m, bx=base, by=base, key=key, own=who[has]))     # (y: x again)
+    seg = {k: np.concatenate([a[k] for a in segs]) for k in segs[0]}
+    f = _hash(seg, len(sample), bases)
+    return bool((f == f[:, :1]).all())
+
+
+# -- rank 0, exactly ------------------------------------------------------------------------
+class _Fault(Exception):
+    """Something rank 0's run finds wrong: the quotient declines, and the grid reports it."""
+
+
+class _Buffer:
+    """One buffer of rank 0 as atoms: ``starts`` (sorted) and, per atom, None (never written) or ``(ranks, origin)``:
+    the contributing ranks as a bit set, and the input index of the atom's first element."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.starts: list[int] = [0]
+        self.vals: list = [None]
+
+    def cut(self, at: int) -> None:
+        if 0 < at < self.size:
+            k = bisect.bisect_right(self.starts, at) - 1
+            s = self.starts[k]
+            if s != at:
+                v = self.vals[k]
+                self.starts.insert(k + 1, at)
+                self.vals.insert(k + 1, None if v is None else (v[0], v[1] + at - s))
+
+    def span(self, lo: int, hi: int) -> tuple[int, int]:
+        """The atoms of ``[lo, hi)``, cut at both ends: indices ``[k0, k1)``."""
+        self.cut(lo)
+        self.cut(hi)
+        return bisect.bisect_left(self.starts, lo), bisect.bisect_left(self.starts, hi)
+
+    def read(self, lo: int, hi: int) -> list[tuple[int, object]]:
+        """``(offset from lo, value)`` of each atom of ``[lo, hi)``; a never-written atom is a fault."""
+        k0, k1 = self.span(lo, hi)
+        out = []
+        for k in range(k0, k1):
+            if self.vals[k] is None:
+                raise _Fault("read before write")
+            out.append((self.starts[k] - lo, self.vals[k]))
+        return out
+
+
+class _Rank0:
+    """Rank 0's run, from its rows: what it receives (read from the rotated state of rank 0, which is the
+    sender's), then its local operations in order; then its output against the postcondition."""
+
+    def __init__(self, ops: PlanArrays, call: Call, frame, sizes, u_orig: int, s_orig: int, s, r, loc) -> None:
+        self.ops, self.call, self.n = ops, call, call.nranks
+        self.unit, self.size = frame.tolist(), sizes.tolist()
+        self.u_orig, self.s_orig = u_orig, s_orig
+        self.full = (1 << self.n) - 1
+        mine = ops.rank[r] == 0
+        self.recv, self.send = r[mine], s[mine]                 # rank 0's receives and their senders' rows
+        self.sent = np.flatnonzero((ops.rank == 0) & (ops.local == 0) & (ops.kind == SEND) & (ops.src.size > 0))
+        self.loc = loc[ops.rank[loc] == 0]
+
+    def rotate(self, v, q: int):
+        """Rank 0's value ``v`` as rank ``q`` holds it: its ranks moved on by ``q``, its input index by ``q`` blocks."""
+        bits, origin = v
+        if q:
+            bits = ((bits << q) | (bits >> (self.n - q))) & self.full
+        if self.u_orig:
+            origin = (origin + q * self.u_orig) % self.s_orig
+        return bits, origin
+
+    def pieces(self, side, row: int, rank: int):
+        """``(buf, offset, count)`` of each piece of ``side`` of ``row`` in ``rank``'s rotated frame, cut where it
+        passes the buffer's end."""
+        b, cnt = int(side.buf[row]), int(side.cnt[row])
+        off, stride, rep = int(side.off[row]), int(side.stride[row]), int(side.rep[row])
+        period, shift = self.unit[b] * self.n, rank * self.unit[b]
+        base = off // period * period if period else 0
+        for i in range(rep):
+            x = (off + i * stride - base - shift) % period if shift else off + i * stride - base
+            if x + cnt > period and shift:
+                yield b, base + x, period - x
+                yield b, base, x + cnt - period
+            else:
+                yield b, base + x, cnt
+
+    def run(self) -> int | str:
+        ops = self.ops
+        periods = [u * self.n for u in self.unit]      # (a rotated buffer's last period, whole: its canonical places)
+        self.bufs = [_Buffer(-(-s // p) * p if p else s) for s, p in zip(self.size, periods)]
+        c = self.call
+        n_in = c.input_count(0)
+        start = (1, c.in_place_offset(0)) if c.in_place else (0, 0)
+        if n_in:
+            buf = self.bufs[start[0]]
+            k0, k1 = buf.span(start[1], start[1] + n_in)
+            buf.vals[k0] = (1, 0)
+            buf.vals[k0 + 1:k1] = [(1, buf.starts[k] - start[1]) for k in range(k0 + 1, k1)]
+        steps_r = ops.step[self.recv]
+        steps_s = ops.step[self.sent]
+        steps_l = ops.step[self.loc]
+        try:
+            for t in range(ops.nsteps):
+                recv = self.recv[steps_r == t]
+                if len(recv):
+                    self.transfers(recv, self.send[steps_r == t], self.sent[steps_s == t])
+                for row in self.loc[steps_l == t].tolist():
+                    self.local(row)
+            self.check_post()
+        except _Fault as e:
+            return f"rank 0: {e}"
+        return sum(len(b.starts) for b in self.bufs)
+
+    def transfers(self, recv: np.ndarray, send: np.ndarray, sent: np.ndarray) -> None:
+        """One step's receives of rank 0: every source read before any write (the step's sends run at once)."""
+        ops, writes, dsts = self.ops, [], []
+        for rrow, srow in zip(recv.tolist(), send.tolist()):
+            q = int(ops.rank[srow])
+            for (bd, x, cnt), (bs, y, cnt_s) in _aligned(self.pieces(ops.dst, rrow, 0), self.pieces(ops.src, srow, q)):
+                vals = [(off, self.rotate(v, q)) for off, v in self.bufs[bs].read(y, y + cnt)]
+                writes.append((bd, x, cnt, vals))
+                dsts.append((bd, x, x + cnt))
+        dsts.sort()
+        for (b0, _, e0), (b1, s1, _) in zip(dsts, dsts[1:]):
+            if b0 == b1 and s1 < e0:
+                raise _Fault("two receives of one step write the same element")
+        srcs: list[list[int]] = []          # what rank 0 sends in the step, as disjoint runs
+        pieces = (p for row in sent.tolist() for p in self.pieces(ops.src, row, 0))
+        for b, lo, hi in sorted((b, x, x + c) for b, x, c in pieces):
+            if srcs and srcs[-1][0] == b and lo <= srcs[-1][2]:
+                srcs[-1][2] = max(srcs[-1][2], hi)
+            else:
+                srcs.append([b, lo, hi])
+        for b, lo, hi in dsts:
+            k = bisect.bisect_left(srcs, [b, hi])
+            if k and srcs[k - 1][0] == b and srcs[k - 1][2] > lo:
+                raise _Fault("receives into what it sends in the same step")
+        for bd, x, cnt, vals in writes:
+            self.write(bd, x, cnt, vals, reduce=False)
+
+    def local(self, row: int) -> None:
+        ops = self.ops
+        red = int(ops.kind[row]) == REDUCE
+        assert red or int(ops.kind[row]) == COPY
+        for (bd, x, cnt), (bs, y, _) in _aligned(self.pieces(ops.dst, row, 0), self.pieces(ops.src, row, 0)):
+            self.write(bd, x, cnt, self.bufs[bs].read(y, y + cnt), reduce=red)
+
+    def write(self, b: int, x: int, cnt: int, vals: list, reduce: bool) -> None:
+        """``[x, x + cnt)`` of buffer ``b`` takes ``vals`` (``(offset, value)`` runs), or has them reduced in."""
+        buf = self.bufs[b]
+        for off, _ in vals[1:]:
+            buf.cut(x + off)
+        k0, k1 = buf.span(x, x + cnt)
+        offs = [o for o, _ in vals]
+        for k in range(k0, k1):
+            at = buf.starts[k] - x
+            j = bisect.bisect_right(offs, at) - 1
+            bits, origin = vals[j][1]
+            origin += at - offs[j]
+            end = buf.starts[k + 1] if k + 1 < len(buf.starts) else buf.size
+            if origin + end - buf.starts[k] > self.s_orig:      # (a rotated atom that runs past the input's end)
+                raise _Fault("input indices past the input")
+            if reduce:
+                have = buf.vals[k]
+                if have is None or have[1] != origin or have[0] & bits:
+                    raise _Fault("reduce of unwritten, misaligned or already counted data")
+                buf.vals[k] = (have[0] | bits, origin)
+            else:
+                buf.vals[k] = (bits, origin)
+
+    def check_post(self) -> None:
+        out = self.bufs[1]
+        for contrib in self.call.spec.post(self.call, 0):
+            bits = sum(1 << j for j in contrib.ranks)
+            if not contrib.count:
+                continue
+            for off, v in out.read(contrib.offset, contrib.offset + contrib.count):
+                if v[0] != bits or v[1] != contrib.offset + off + contrib.shift:
+                    raise _Fault("output differs from the postcondition")
+
+
+def _aligned(a, b):
+    """Two streams of pieces ``(buf, offset, count)`` of equal total, cut to pairs of equal counts."""
+    a, b = list(a), list(b)
+    i = j = 0
+    da = db = 0
+    while i < len(a) and j < len(b):
+        (ba, xa, ca), (bb, xb, cb) = a[i], b[j]
+        m = min(ca - da, cb - db)
+        yield (ba, xa + da, m), (bb, xb + db, m)
+        da += m
+        db += m
+        if da == ca:
+            i, da = i + 1, 0
+        if db == cb:
+            j, db = j + 1, 0

@@ -1,0 +1,136 @@
+"""The rank-rotation quotient (pyhccl/verify/quotient.py) passes only what the grid passes.
+
+Plan sets that are the same on every rank up to a rotation (NHR, Ring, Mesh AllReduce / AllGather /
+ReduceScatter of equal blocks) are simulated on rank 0 alone. Here each is run both ways, and then with
+faults injected into one rank (which breaks the symmetry) and into every rank alike (which keeps it): the
+quotient must decline every plan set the grid rejects, and the grid then reports it as before.
+"""
+
+from dataclasses import replace
+
+import pytest
+
+from pyhccl.core.call import Call
+from pyhccl.plan import build_plan
+from pyhccl.plan.ir import Kind, Region, copy
+from pyhccl.verify import quotient, sim
+from pyhccl.verify.sim import SimulationError, simulate
+from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
+
+_SYMMETRIC = [("allreduce", "NHR"), ("allreduce", "Ring"), ("allreduce", "MeshChunkTwoShot"),
+              ("all_gather", "NHR"), ("all_gather", "Ring"), ("all_gather", "Mesh"),
+              ("reduce_scatter", "NHR"), ("reduce_scatter", "Ring"), ("reduce_scatter", "Mesh")]
+
+
+def _call(op: str, n: int, in_place: bool = False) -> Call:
+    return Call(op, n, 3 * n if op == "allreduce" else 5, in_place=in_place)
+
+
+def _quotient(plans, call):
+    """The quotient's answer: a report, or why it declined."""
+    layout = sim._Layout(plans, call)
+    return quotient.run(plans, call, layout.ops, layout.sizes)
+
+
+def _grid(plans, call, monkeypatch):
+    """The grid's answer: 'ok', or the first line of its error."""
+    monkeypatch.setattr(quotient, "QUOTIENT_MIN_RANKS", 1 << 40)
+    try:
+        simulate(plans, call)
+        return "ok"
+    except SimulationError as e:
+        return str(e).splitlines()[0]
+    finally:
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("n", [5, 8])
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("op, algo", _SYMMETRIC)
+def test_symmetric_plans_pass_on_rank_0_as_on_the_grid(op, algo, in_place, n, monkeypatch):
+    call = _call(op, n, in_place)
+    plans = [build_plan(call, algo, r) for r in range(n)]
+    got = _quotient(plans, call)
+    if op == "reduce_scatter" and in_place:     # the result lands at block 0 of every rank: not a rotation
+        assert isinstance(got, str)
+        return
+    assert not isinstance(got, str), got
+    grid = sim._Sim(plans, call, 0).run()
+    assert got.quotient and (got.rounds, got.max_elements_sent) == (grid.rounds, grid.max_elements_sent)
+
+
+@pytest.mark.parametrize("op, algo", [("allreduce", "RHD"), ("allreduce", "MeshTwoShot"),
+                                      ("allreduce", "NHRAicpuReduce")])
+def test_plans_that_are_not_rotations_are_declined(op, algo):
+    call = _call(op, 8)
+    got = _quotient([build_plan(call, algo, r) for r in range(8)], call)
+    assert isinstance(got, str) and "not rank 0's rotated" in got
+
+
+def test_counts_that_do_not_split_into_equal_blocks_are_declined():
+    call = Call("allreduce", 8, 13)
+    assert "not a rotation of equal blocks" in _quotient([build_plan(call, "NHR", r) for r in range(8)], call)
+
+
+def _faults(plans):
+    """(name, plans) with faults at every step: in one rank, and in every rank alike."""
+    n = len(plans)
+    for t, st in enumerate(plans[0].steps):
+        edits = []
+        if st.local:
+            edits += [("drop locals", dict(local=lambda ops: ())),
+                      ("double locals", dict(local=lambda ops: ops + ops)),
+                      ("reduces as copies", dict(local=lambda ops: [copy(a.dst, a.src) if a.kind is Kind.REDUCE
+                                                                     else a for a in ops])),
+                      ("shift local sources", dict(local=lambda ops: [
+                          replace(a, src=Region(a.src.buf, a.src.offset + 1, a.src.count, a.src.repeat,
+                                                a.src.stride)) for a in ops]))]
+        if st.transfers:
+            edits += [("drop transfers", dict(transfers=lambda xs: ())),
+                      ("shift receives", dict(transfers=lambda xs: [
+                          replace(a, dst=Region(a.dst.buf, a.dst.offset + 1, a.dst.count, a.dst.repeat,
+                                                a.dst.stride)) if a.kind is Kind.RECV else a for a in xs]))]
+        for name, kw in edits:
+            yield f"{name} at step {t}, rank {t % n}", edit(plans, t % n, t, **kw)
+            every = plans
+            for r in range(n):
+                if t < len(every[r].steps):
+                    every = edit(every, r, t, **kw)
+            yield f"{name} at step {t}, every rank", every
+
+
+@pytest.mark.parametrize("op, algo", _SYMMETRIC)
+def test_faults_the_grid_reports_are_never_passed_by_the_quotient(op, algo, monkeypatch):
+    n = 6
+    call = _call(op, n)
+    plans = [build_plan(call, algo, r) for r in range(n)]
+    passed = declined = 0
+    for name, bad in _faults(plans):
+        grid = _grid(bad, call, monkeypatch)
+        try:
+            got = _quotient(bad, call)
+        except ValueError:          # (a region the fault moved out of bounds before any check)
+            got = "raised"
+        if grid != "ok":
+            assert isinstance(got, str), f"{name}: the grid says {grid!r}, the quotient passed it"
+            declined += 1
+        else:
+            passed += not isinstance(got, str)
+    assert declined >= 4
+
+
+def test_a_large_symmetric_call_runs_on_rank_0_and_a_fault_is_still_named(monkeypatch):
+    """At QUOTIENT_MIN_RANKS ranks and above simulate() takes the quotient; a fault in one rank goes to the grid,
+    which names the rank and step."""
+    n = quotient.QUOTIENT_MIN_RANKS
+    call = Call("all_gather", n, 3)
+    plans = [build_plan(call, "NHR", r) for r in range(n)]
+    rep = simulate(plans, call)
+    assert rep.quotient and rep.nranks == n and rep.atoms >= n * n
+    t = next(t for t, s in enumerate(plans[7].steps) if s.transfers)
+    bad = edit(plans, 7, t, transfers=lambda xs: [
+        replace(a, dst=Region(a.dst.buf, a.dst.offset + 1, a.dst.count, a.dst.repeat, a.dst.stride))
+        if a.kind is Kind.RECV else a for a in xs])
+    with pytest.raises(SimulationError) as e:
+        simulate(bad, call)
+    assert e.value.rank is not None
