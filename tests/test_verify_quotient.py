@@ -1,7 +1,8 @@
 """The rank-rotation quotient (pyhccl/verify/quotient.py) passes only what the grid passes.
 
 Plan sets that are the same on every rank up to a rotation (NHR, Ring, Mesh AllReduce / AllGather /
-ReduceScatter of equal blocks) are simulated on rank 0 alone. Here each is run both ways, and then with
+ReduceScatter of equal blocks; NHR and Ring AllReduce of floor + tail slices, slice by slice) are
+simulated on rank 0 alone. Here each is run both ways, and then with
 faults injected into one rank (which breaks the symmetry) and into every rank alike (which keeps it): the
 quotient must decline every plan set the grid rejects, and the grid then reports it as before.
 """
@@ -18,11 +19,15 @@ from pyhccl.verify.sim import SimulationError, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
 
 _SYMMETRIC = [("allreduce", "NHR"), ("allreduce", "Ring"), ("allreduce", "MeshChunkTwoShot"),
+              ("allreduce:tail", "NHR"), ("allreduce:tail", "Ring"),
               ("all_gather", "NHR"), ("all_gather", "Ring"), ("all_gather", "Mesh"),
               ("reduce_scatter", "NHR"), ("reduce_scatter", "Ring"), ("reduce_scatter", "Mesh")]
 
 
 def _call(op: str, n: int, in_place: bool = False) -> Call:
+    """``allreduce:tail``: a count N does not divide (floor + tail slices: a last slice of 3 more)."""
+    if op == "allreduce:tail":
+        return Call("allreduce", n, 2 * n + 3, in_place=in_place)
     return Call(op, n, 3 * n if op == "allreduce" else 5, in_place=in_place)
 
 
@@ -67,9 +72,11 @@ def test_plans_that_are_not_rotations_are_declined(op, algo):
     assert isinstance(got, str) and "not rank 0's rotated" in got
 
 
-def test_counts_that_do_not_split_into_equal_blocks_are_declined():
-    call = Call("allreduce", 8, 13)
-    assert "not a rotation of equal blocks" in _quotient([build_plan(call, "NHR", r) for r in range(8)], call)
+def test_counts_that_leave_slices_empty_or_cut_unevenly_are_declined():
+    call = Call("allreduce", 8, 5)          # fewer elements than ranks: floor slices are empty
+    assert "not a rotation" in _quotient([build_plan(call, "NHR", r) for r in range(8)], call)
+    call = Call("allreduce", 8, 13)         # MeshTwoShot's ceil slices: trailing slices short or empty
+    assert isinstance(_quotient([build_plan(call, "MeshChunkTwoShot", r) for r in range(8)], call), str)
 
 
 def _faults(plans):

@@ -53,7 +53,7 @@ def applies(call: Call) -> bool:
         return False
     if call.op in ("all_gather", "reduce_scatter"):
         return not (call.op == "reduce_scatter" and call.in_place)
-    return call.op == "allreduce" and c % n == 0
+    return call.op == "allreduce" and c >= n
 
 
 def _frames(call: Call) -> tuple[list[int], int, int, int]:
@@ -85,33 +85,49 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
     if not applies(call) or not len(ops.step):
         return f"{call.op} of count {call.count} over {n} ranks is not a rotation of equal blocks"
     units, u_orig, s_orig, block = _frames(call)
+    whole = None            # an AllReduce count N does not divide: floor + tail slices, each a unit (see _Blocks)
+    if call.op == "allreduce" and call.count % n:
+        try:
+            whole = _Blocks(ops, sizes, call.count, n)
+        except _NotBlocks as e:
+            return f"{e}"
+        ops, sizes = whole, whole.sizes
+        units, u_orig, s_orig, block = [1, 1], 1, n, 1
     bases = _bases(seed, n)
     sample = np.unique(np.array([0, 1, n // 2, n - 1]))
-    for u_scr in (0, block) if block else (0,):     # scratch: not rotated, or in periods of n blocks
+    for u_scr in (block,) if whole else (0, block) if block else (0,):   # scratch: not rotated, or n blocks a period
         frame = np.array(units + [u_scr], np.int64)
         if _periods_kept(ops, frame, n) and _sides_alike(ops, n, frame, bases, sample):
             break               # (a cheap look at a few ranks first: most plans that differ differ there)
     else:
         return "the sampled ranks' regions are not rank 0's rotated"
-    keys = _Keys(n, sizes)          # (Checks keeps a weak reference)
-    checks = Checks(keys, ops)
+    keys = _Keys(n, whole.element_sizes if whole else sizes)       # (Checks keeps a weak reference)
+    checks = Checks(keys, whole.ops if whole else ops)      # (the structural checks: on the plans' elements)
     if checks.match_steps or checks.xbad_step < ops.nsteps or checks.lbad_step < ops.nsteps:
         return "a structural fault"
     s, r = checks.sends, checks.recvs
-    if not (np.array_equal(ops.src.cnt[s], ops.dst.cnt[r]) and np.array_equal(ops.src.rep[s], ops.dst.rep[r])):
-        return "a send and its receive cut into different pieces"
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
-    if not (np.array_equal(ops.src.cnt[loc], ops.dst.cnt[loc]) and np.array_equal(ops.src.rep[loc], ops.dst.rep[loc])):
-        return "a local operation's sides cut into different pieces"
+    for a, b in ((s, r), (loc, loc)):
+        if not (np.array_equal(ops.src.cnt[a], ops.dst.cnt[b]) and np.array_equal(ops.src.rep[a], ops.dst.rep[b])):
+            return "the two sides of a move are cut into different pieces"
+        if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
+            return "a move pairs the tail slice with another"
     pos, lead = checks._disjoint_lead(loc, np.zeros(len(loc), bool))
     if (pos >= lead).any():
         return "a rank's local operations of a step touch common data (their order matters)"
     if not _relations_alike(ops, n, frame, bases, s, r, loc):
         return "the ranks' relations are not rank 0's rotated"
-    atoms = _Rank0(ops, call, frame, sizes, u_orig, s_orig, s, r, loc).run()
+    post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0) if c.count]
+    n_in = call.input_count(0)
+    if whole:
+        post = [(0, n, bits, 0) for o, c, bits, shift in post if (o, c, shift) == (0, call.count, 0)]
+        if len(post) != 1:
+            return "a postcondition that is not whole slices"
+        n_in = n
+    atoms = _Rank0(ops, call, frame, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
     if isinstance(atoms, str):
         return atoms
-    rounds, sent = counts(ops, n)
+    rounds, sent = counts(whole.ops if whole else ops, n)      # (elements, not slices)
     return SimReport(n, rounds, sent, n * atoms, quotient=True)
 
 
@@ -122,6 +138,59 @@ def _bases(seed: int, n: int) -> np.ndarray:
         bases = rng.integers(2, _PRIMES[1] - 2, size=(len(_PRIMES), 3))
         if all(int(b[0]) * int(b[1]) % p != 1 for b, p in zip(bases, _PRIMES)):
             return bases
+
+
+class _NotBlocks(Exception):
+    """A region that is not whole floor + tail slices (:class:`_Blocks`)."""
+
+
+class _Blocks:
+    """The rows of an AllReduce whose count ``C`` N does not divide, in whole slices: HCCL's "floor + tail" cut
+    (``f = C // N`` elements a slice, the last ``t = C - f (N - 1)``) makes slices of two sizes, and rank ``r``'s
+    tail is rank 0's slice ``N - 1 - r``; no element-wise rotation maps one rank's plan onto another's. Slice-wise
+    one does: where every region of every buffer is whole slices (a period of ``C`` elements is ``N`` units),
+    rank 0 in units decides as before, and each move pairs slices of equal sizes (the tail with the tail: its
+    sides' tail flags, ``tail[side][row]``, must agree). Raises :class:`_NotBlocks` otherwise."""
+
+    def __init__(self, ops: PlanArrays, sizes: np.ndarray, count: int, n: int) -> None:
+        f, t = count // n, count - count // n * (n - 1)
+        if f == 0:
+            raise _NotBlocks(f"a count of {count} over {n} ranks leaves slices empty")
+        self.ops = ops
+        for name in ("step", "rank", "local", "index", "kind", "peer", "nsteps", "step_start"):
+            setattr(self, name, getattr(ops, name))
+        self.src, tail_s = _in_slices(ops.src, f, t, n, count)
+        self.dst, tail_d = _in_slices(ops.dst, f, t, n, count)
+        self.tail = (tail_s, tail_d)
+        self.element_sizes = sizes
+        self.sizes = -(-sizes // count) * n         # (whole periods of n slices)
+
+
+def _in_slices(side, f: int, t: int, n: int, count: int):
+    """``side``'s regions in slices (period ``count`` elements, ``n`` slices: ``n - 1`` of ``f``, then ``t``), and
+    whether each ends with the tail; raises :class:`_NotBlocks` where one is not whole slices."""
+    from .rows import Side
+    has = (side.buf >= 0) & (side.size > 0)
+    off, cnt, rep, stride = side.off, side.cnt, side.rep, side.stride
+    p = off // count
+    w0 = off - p * count
+    regular = f * (n - 1)
+    in_tail = w0 >= regular
+    j0 = np.where(in_tail, n - 1, w0 // f)
+    end = w0 + cnt                                         # the first piece's end, in its period
+    tail = has & (end == count)
+    w = np.where(tail, n - j0, cnt // f)                   # slices in the first piece
+    ok = ~has | ((w0 == j0 * f) & np.where(in_tail, (cnt == t) & (rep == 1),
+                                            np.where(tail, rep == 1, (cnt % f == 0) & (end <= regular))))
+    many = has & (rep > 1)
+    ok &= ~many | ((stride % f == 0) & (j0 + (rep - 1) * (stride // f) + w <= n - 1))
+    if not ok.all():
+        row = int(np.argmax(~ok))
+        raise _NotBlocks(f"a region of {int(cnt[row])} x {int(rep[row])} elements at {int(off[row])} is not whole "
+                         f"slices of {f} (the last {t})")
+    zero = np.zeros(len(off), np.int64)
+    return Side(side.buf, np.where(has, p * n + j0, 0), np.where(has, w, zero), rep,
+                np.where(many, stride // f, zero)), tail
 
 
 class _Keys:
@@ -308,8 +377,10 @@ class _Rank0:
     """Rank 0's run, from its rows: what it receives (read from the rotated state of rank 0, which is the
     sender's), then its local operations in order; then its output against the postcondition."""
 
-    def __init__(self, ops: PlanArrays, call: Call, frame, sizes, u_orig: int, s_orig: int, s, r, loc) -> None:
+    def __init__(self, ops: PlanArrays, call: Call, frame, sizes, u_orig: int, s_orig: int, s, r, loc, n_in: int,
+                 post: list) -> None:
         self.ops, self.call, self.n = ops, call, call.nranks
+        self.n_in, self.post = n_in, post           # (in the frame's units: elements, or whole slices)
         self.unit, self.size = frame.tolist(), sizes.tolist()
         self.u_orig, self.s_orig = u_orig, s_orig
         self.full = (1 << self.n) - 1
@@ -346,8 +417,7 @@ class _Rank0:
         ops = self.ops
         periods = [u * self.n for u in self.unit]      # (a rotated buffer's last period, whole: its canonical places)
         self.bufs = [_Buffer(-(-s // p) * p if p else s) for s, p in zip(self.size, periods)]
-        c = self.call
-        n_in = c.input_count(0)
+        c, n_in = self.call, self.n_in
         start = (1, c.in_place_offset(0)) if c.in_place else (0, 0)
         if n_in:
             buf = self.bufs[start[0]]
@@ -428,12 +498,9 @@ class _Rank0:
 
     def check_post(self) -> None:
         out = self.bufs[1]
-        for contrib in self.call.spec.post(self.call, 0):
-            bits = sum(1 << j for j in contrib.ranks)
-            if not contrib.count:
-                continue
-            for off, v in out.read(contrib.offset, contrib.offset + contrib.count):
-                if v[0] != bits or v[1] != contrib.offset + off + contrib.shift:
+        for offset, count, bits, shift in self.post:
+            for off, v in out.read(offset, offset + count):
+                if v[0] != bits or v[1] != offset + off + shift:
                     raise _Fault("output differs from the postcondition")
 
 
