@@ -21,7 +21,8 @@ from test_verify_sim import edit          # one plan's step rewritten (tests/tes
 _SYMMETRIC = [("allreduce", "NHR"), ("allreduce", "Ring"), ("allreduce", "MeshChunkTwoShot"),
               ("allreduce:tail", "NHR"), ("allreduce:tail", "Ring"),
               ("all_gather", "NHR"), ("all_gather", "Ring"), ("all_gather", "Mesh"),
-              ("reduce_scatter", "NHR"), ("reduce_scatter", "Ring"), ("reduce_scatter", "Mesh")]
+              ("reduce_scatter", "NHR"), ("reduce_scatter", "Ring"), ("reduce_scatter", "Mesh"),
+              ("reduce_scatter", "MeshChunk")]
 
 
 def _call(op: str, n: int, in_place: bool = False) -> Call:
@@ -75,8 +76,8 @@ def test_plans_that_are_not_rotations_are_declined(op, algo):
 def test_counts_that_leave_slices_empty_or_cut_unevenly_are_declined():
     call = Call("allreduce", 8, 5)          # fewer elements than ranks: floor slices are empty
     assert "not a rotation" in _quotient([build_plan(call, "NHR", r) for r in range(8)], call)
-    call = Call("allreduce", 8, 13)         # MeshTwoShot's ceil slices: trailing slices short or empty
-    assert isinstance(_quotient([build_plan(call, "MeshChunkTwoShot", r) for r in range(8)], call), str)
+    call = Call("allreduce", 8, 13)         # MeshChunkTwoShot's chunks cut the floor + tail slices
+    assert "not whole slices" in _quotient([build_plan(call, "MeshChunkTwoShot", r) for r in range(8)], call)
 
 
 def _faults(plans):

@@ -67,12 +67,18 @@ def _frames(call: Call) -> tuple[list[int], int, int, int]:
     return [c // n, c // n], c // n, c, c // n
 
 
-def _canon(off: np.ndarray, rank: np.ndarray, unit: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Offsets in a rank's rotated frame: a buffer of block ``unit`` (> 0) is cut into periods of ``n`` blocks,
-    each rotated back by ``rank`` blocks. Returns each offset's period start, its rotated place in the period,
-    and the period (0 where ``unit`` is 0: the offset as it is)."""
+_ALL = 1 << 40          # periods a buffer's frame rotates: all of them
+
+
+def _canon(off: np.ndarray, rank: np.ndarray, frame: np.ndarray, buf: np.ndarray, n: int):
+    """Offsets of ``buf`` in a rank's rotated frame. A buffer's frame is ``(unit, k)``: its first ``k`` periods of
+    ``n`` blocks of ``unit`` elements are each rotated back by ``rank`` blocks, the rest (a template's fixed slots
+    after its rank-indexed copy of the data) and a buffer of unit 0 are not. Returns each offset's period start,
+    its place in the period (rotated), and the period (0 where not rotated: the offset as it is)."""
+    unit, k = frame[0][buf], frame[1][buf]
     period = unit * n
     safe = np.maximum(period, 1)
+    period = np.where(off // safe < k, period, 0)
     base = np.where(period > 0, off // safe * safe, 0)
     return base, np.where(period > 0, (off - base - rank * unit) % safe, off), period
 
@@ -95,8 +101,9 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
         units, u_orig, s_orig, block = [1, 1], 1, n, 1
     bases = _bases(seed, n)
     sample = np.unique(np.array([0, 1, n // 2, n - 1]))
-    for u_scr in (block,) if whole else (0, block) if block else (0,):   # scratch: not rotated, or n blocks a period
-        frame = np.array(units + [u_scr], np.int64)
+    scratch = [(block, _ALL), (block, 1), (block, 2)] if whole else [(0, 0), (block, _ALL), (block, 1), (block, 2)]
+    for u_scr, k in scratch:        # scratch: not rotated, or periods of n blocks, all or the first k (then slots)
+        frame = np.array([units + [u_scr], [_ALL, _ALL, k]], np.int64)
         if _periods_kept(ops, frame, n) and _sides_alike(ops, n, frame, bases, sample):
             break               # (a cheap look at a few ranks first: most plans that differ differ there)
     else:
@@ -146,8 +153,8 @@ class _NotBlocks(Exception):
 
 class _Blocks:
     """The rows of an AllReduce whose count ``C`` N does not divide, in whole slices: HCCL's "floor + tail" cut
-    (``f = C // N`` elements a slice, the last ``t = C - f (N - 1)``) makes slices of two sizes, and rank ``r``'s
-    tail is rank 0's slice ``N - 1 - r``; no element-wise rotation maps one rank's plan onto another's. Slice-wise
+    (``f = C // N`` elements a slice, the last ``t = C - f (N - 1)``: NHR, Ring) makes slices of two sizes, and
+    rank ``r``'s tail is rank 0's slice ``N - 1 - r``; no element-wise rotation maps one rank's plan onto another's. Slice-wise
     one does: where every region of every buffer is whole slices (a period of ``C`` elements is ``N`` units),
     rank 0 in units decides as before, and each move pairs slices of equal sizes (the tail with the tail: its
     sides' tail flags, ``tail[side][row]``, must agree). Raises :class:`_NotBlocks` otherwise."""
@@ -277,12 +284,12 @@ def _hash(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
 
 
 def _periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
-    """Whether every region of a rotated buffer lies within one period of it (see :func:`_canon`)."""
+    """Whether every region of a rotated period lies within it (see :func:`_canon`)."""
     for side in (ops.src, ops.dst):
         has = (side.buf >= 0) & (side.size > 0)
-        period = np.where(has, frame[np.maximum(side.buf, 0)] * n, 0)
+        _, _, period = _canon(side.off, 0, frame, np.maximum(side.buf, 0), n)
         safe = np.maximum(period, 1)
-        if ((period > 0) & (side.off // safe != (side.end - 1) // safe)).any():
+        if (has & (period > 0) & (side.off // safe != (side.end - 1) // safe)).any():
             return False
     return True
 
@@ -291,8 +298,8 @@ def _segments(ops: PlanArrays, n: int, frame, xrows, yrows, xrank, yrank, key) -
     """The segments of moves from side ``src`` of ``yrows`` (of rank ``yrank``) to side ``dst`` of ``xrows``
     (owned by ``xrank``), each side in its rank's rotated frame."""
     d, s = ops.dst, ops.src
-    bx, x, mx = _canon(d.off[xrows], xrank, frame[d.buf[xrows]], n)
-    by, y, my = _canon(s.off[yrows], yrank, frame[s.buf[yrows]], n)
+    bx, x, mx = _canon(d.off[xrows], xrank, frame, d.buf[xrows], n)
+    by, y, my = _canon(s.off[yrows], yrank, frame, s.buf[yrows], n)
     zero = np.zeros(len(x), np.int64)
     return dict(x=x, sx=d.stride[xrows], y=y, sy=s.stride[yrows], i0=zero, i1=d.rep[xrows], j0=zero, j1=d.cnt[xrows],
                 mx=mx, my=my, bx=bx, by=by, key=key, own=xrank)
@@ -323,7 +330,7 @@ def _sides_alike(ops, n, frame, bases, sample) -> bool:
     for side, code in ((ops.src, 0), (ops.dst, 1)):
         has = side.buf[rows] >= 0
         rr, b = rows[has], side.buf[rows[has]]
-        base, x, m = _canon(side.off[rr], rank[has], frame[b], n)
+        base, x, m = _canon(side.off[rr], rank[has], frame, b, n)
         zero = np.zeros(len(rr), np.int64)
         key = ((ops.step[rr] * 4 + ops.kind[rr]) * n + rel[has]) * 6 + b * 2 + code
         segs.append(dict(x=x, sx=side.stride[rr], y=x, sy=side.stride[rr], i0=zero, i1=side.rep[rr], j0=zero,
@@ -381,7 +388,7 @@ class _Rank0:
                  post: list) -> None:
         self.ops, self.call, self.n = ops, call, call.nranks
         self.n_in, self.post = n_in, post           # (in the frame's units: elements, or whole slices)
-        self.unit, self.size = frame.tolist(), sizes.tolist()
+        self.frame, self.unit, self.size = frame, frame[0].tolist(), sizes.tolist()
         self.u_orig, self.s_orig = u_orig, s_orig
         self.full = (1 << self.n) - 1
         mine = ops.rank[r] == 0
@@ -403,8 +410,8 @@ class _Rank0:
         passes the buffer's end."""
         b, cnt = int(side.buf[row]), int(side.cnt[row])
         off, stride, rep = int(side.off[row]), int(side.stride[row]), int(side.rep[row])
-        period, shift = self.unit[b] * self.n, rank * self.unit[b]
-        base = off // period * period if period else 0
+        base, _, period = (int(v[0]) for v in _canon(np.array([off]), 0, self.frame, np.array([b]), self.n))
+        shift = rank * self.unit[b] if period else 0
         for i in range(rep):
             x = (off + i * stride - base - shift) % period if shift else off + i * stride - base
             if x + cnt > period and shift:
@@ -415,8 +422,9 @@ class _Rank0:
 
     def run(self) -> int | str:
         ops = self.ops
-        periods = [u * self.n for u in self.unit]      # (a rotated buffer's last period, whole: its canonical places)
-        self.bufs = [_Buffer(-(-s // p) * p if p else s) for s, p in zip(self.size, periods)]
+        periods = [u * self.n for u in self.unit]      # (a rotated period, whole: its canonical places)
+        self.bufs = [_Buffer(max(s, min(-(-s // p), int(k)) * p) if p else s)
+                     for s, p, k in zip(self.size, periods, self.frame[1])]
         c, n_in = self.call, self.n_in
         start = (1, c.in_place_offset(0)) if c.in_place else (0, 0)
         if n_in:
