@@ -87,6 +87,7 @@ class Checks:
         runs of reduces into one destination region, each source outside that region."""
         ops, src, dst = self.ops, self.ops.src, self.ops.dst
         if not len(rows):
+            self.lead = (np.zeros(0, np.int64), np.zeros(0, np.int64))
             return np.zeros(0, bool)
         ok = ((ops.kind[rows] == REDUCE) & ~static
               & ((src.buf[rows] != dst.buf[rows]) | (src.end[rows] <= dst.off[rows]) | (dst.end[rows] <= src.off[rows])))
@@ -94,7 +95,7 @@ class Checks:
         for col in (ops.step, ops.rank, dst.buf, dst.off, dst.cnt, dst.rep, dst.stride):
             c = col[rows]
             same &= c[1:] == c[:-1]
-        pos, lead = self._disjoint_lead(rows, static)
+        pos, lead = self.lead = self._disjoint_lead(rows, static)      # (kept: the quotient asks whether all lead)
         return np.concatenate(([False], same & (pos[1:] > lead[1:]))) | ((pos > 0) & (pos < lead))
 
     def _disjoint_lead(self, rows: np.ndarray, static: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -42,7 +42,6 @@ __all__ = ["QUOTIENT_MIN_RANKS", "applies", "run"]
 #: Below this many ranks the grid is fast enough, and the quotient is not tried.
 QUOTIENT_MIN_RANKS = 256
 _PRIMES = (2147483647, 2147483629)      # primes below 2^31: a product of two residues fits an int64
-_NO_WRAP = np.int64(1) << 62
 _SAMPLE = 4                             # ranks compared before the rows of every rank are hashed
 
 
@@ -119,8 +118,7 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
             return "the two sides of a move are cut into different pieces"
         if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
             return "a move pairs the tail slice with another"
-    pos, lead = checks._disjoint_lead(loc, np.zeros(len(loc), bool))
-    if (pos >= lead).any():
+    if (checks.lead[0] >= checks.lead[1]).any():
         return "a rank's local operations of a step touch common data (their order matters)"
     if not _relations_alike(ops, n, frame, bases, s, r, loc):
         return "the ranks' relations are not rank 0's rotated"
@@ -242,13 +240,20 @@ def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
     return out[inv.reshape(-1)]
 
 
-def _split(seg: dict, side: str) -> dict:
+def _split(seg: dict, side: str) -> list[dict]:
     """``seg``'s segments cut where ``side`` ('x' or 'y') passes ``m<side>`` (its period's end; 0: never):
     the part beyond moves back by it. A segment is the elements ``side = base + i stride + j`` for ``i0 <= i <
-    i1``, ``j0 <= j < j1`` (pieces no wider than the stride): at most one piece straddles the end."""
+    i1``, ``j0 <= j < j1`` (pieces no wider than the stride): at most one piece straddles the end. Returns the
+    segments in parts: those that stay in their period as they are (most), then the cut ones."""
+    last = seg[side] + (seg["i1"] - 1) * seg["s" + side] + seg["j1"]         # one past the last element
+    wraps = (seg["m" + side] > 0) & (last > seg["m" + side])
+    if not wraps.any():
+        return [seg]
+    if not wraps.all():
+        return [{k: v[~wraps] for k, v in seg.items()}] + _split({k: v[wraps] for k, v in seg.items()}, side)
     b, s = seg[side], np.maximum(seg["s" + side], 1)
     i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
-    m = np.where(seg["m" + side] > 0, seg["m" + side], _NO_WRAP)
+    m = seg["m" + side]
     ia = np.clip((m - b - j1) // s + 1, i0, i1)           # pieces [i0, ia) end at or before the end
     ib = np.clip(-((b + j0 - m) // s), i0, i1)            # pieces [ib, i1) start at or after it
     jm = m - b - ia * s                                    # the straddling piece ia (when ia < ib) splits here
@@ -262,12 +267,19 @@ def _split(seg: dict, side: str) -> dict:
         out["i0"][-1], out["i1"][-1], out["j0"][-1], out["j1"][-1] = a0[keep], a1[keep], c0[keep], c1[keep]
         if wrapped:
             out[side][-1] = b[keep] - m[keep]
-    return {k: np.concatenate(v) for k, v in out.items()}
+    return [{k: np.concatenate(v) for k, v in out.items()}]
 
 
 def _hash(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
     """Per prime, per rank: the sum over the segments' elements of ``g^x h^y k^key`` (owner ``seg['own']``)."""
-    seg = _split(_split(seg, "x"), "y")
+    out = np.zeros((len(_PRIMES), n), np.int64)
+    for part in (q for p in _split(seg, "x") for q in _split(p, "y")):
+        out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
+    return out
+
+
+def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
+    """:func:`_hash` of segments that each stay in their period."""
     out = np.zeros((len(_PRIMES), n), np.int64)
     x0 = seg["bx"] + seg["x"] + seg["i0"] * seg["sx"] + seg["j0"]
     y0 = seg["by"] + seg["y"] + seg["i0"] * seg["sy"] + seg["j0"]
@@ -286,11 +298,13 @@ def _hash(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
 def _periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
     """Whether every region of a rotated period lies within it (see :func:`_canon`)."""
     for side in (ops.src, ops.dst):
-        has = (side.buf >= 0) & (side.size > 0)
-        _, _, period = _canon(side.off, 0, frame, np.maximum(side.buf, 0), n)
-        safe = np.maximum(period, 1)
-        if (has & (period > 0) & (side.off // safe != (side.end - 1) // safe)).any():
-            return False
+        for b in range(3):
+            period = int(frame[0][b]) * n
+            rows = np.flatnonzero((side.buf == b) & (side.size > 0)) if period else ()
+            if len(rows):
+                first = side.off[rows] // period
+                if ((first < frame[1][b]) & (first != (side.end[rows] - 1) // period)).any():
+                    return False
     return True
 
 
@@ -388,7 +402,7 @@ class _Rank0:
                  post: list) -> None:
         self.ops, self.call, self.n = ops, call, call.nranks
         self.n_in, self.post = n_in, post           # (in the frame's units: elements, or whole slices)
-        self.frame, self.unit, self.size = frame, frame[0].tolist(), sizes.tolist()
+        self.frame, self.unit, self.krot, self.size = frame, frame[0].tolist(), frame[1].tolist(), sizes.tolist()
         self.u_orig, self.s_orig = u_orig, s_orig
         self.full = (1 << self.n) - 1
         mine = ops.rank[r] == 0
@@ -410,7 +424,10 @@ class _Rank0:
         passes the buffer's end."""
         b, cnt = int(side.buf[row]), int(side.cnt[row])
         off, stride, rep = int(side.off[row]), int(side.stride[row]), int(side.rep[row])
-        base, _, period = (int(v[0]) for v in _canon(np.array([off]), 0, self.frame, np.array([b]), self.n))
+        period = self.unit[b] * self.n                  # (as _canon: rotated in the buffer's first k periods)
+        if period and off // period >= self.krot[b]:
+            period = 0
+        base = off // period * period if period else 0
         shift = rank * self.unit[b] if period else 0
         for i in range(rep):
             x = (off + i * stride - base - shift) % period if shift else off + i * stride - base
