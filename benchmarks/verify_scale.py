@@ -93,10 +93,10 @@ def child(case: dict) -> dict:
     times = {"sim": 0.0}
     real = api.simulate
 
-    def timed(plans, call):
+    def timed(plans, call, **kw):
         t = time.process_time()
         try:
-            return real(plans, call)
+            return real(plans, call, **kw)
         finally:
             times["sim"] = time.process_time() - t
 

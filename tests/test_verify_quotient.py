@@ -9,12 +9,14 @@ quotient must decline every plan set the grid rejects, and the grid then reports
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
 from pyhccl.plan.ir import Kind, Region, copy
 from pyhccl.verify import quotient, sim
+from pyhccl.verify.api import machine
 from pyhccl.verify.sim import SimulationError, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
 
@@ -32,10 +34,21 @@ def _call(op: str, n: int, in_place: bool = False) -> Call:
     return Call(op, n, 3 * n if op == "allreduce" else 5, in_place=in_place)
 
 
-def _quotient(plans, call):
+def _quotient(plans, call, levels=()):
     """The quotient's answer: a report, or why it declined."""
     layout = sim._Layout(plans, call)
-    return quotient.run(plans, call, layout.ops, layout.sizes)
+    return quotient.run(plans, call, layout.ops, layout.sizes, levels=levels)
+
+
+#: HCCL's multi-level AllGathers, alike on every rank up to a rotation of each level: (algorithm, machine, levels)
+_LEVELS = [("AicpuAllGatherParallelMeshNHR", "1x4x4", (4, 4)), ("AicpuAllGatherSequenceMeshConcurNHR", "1x4x3", (3, 4)),
+           ("AicpuAllGatherSequenceMeshConcurNHRNHR", "2x2x4", (4, 2, 2)),
+           ("AicpuAllGatherParallelMeshNHR", "2x2x4", (4, 2, 2))]
+
+
+def _machine_plans(algo, topo, call):
+    m = machine(topo)
+    return [build_plan(call, algo, r, m) for r in range(m.nranks)]
 
 
 def _grid(plans, call, monkeypatch):
@@ -71,6 +84,37 @@ def test_plans_that_are_not_rotations_are_declined(op, algo):
     call = _call(op, 8)
     got = _quotient([build_plan(call, algo, r) for r in range(8)], call)
     assert isinstance(got, str) and "not rank 0's rotated" in got
+
+
+@pytest.mark.parametrize("count", [1, 7, 10**10 + 19])
+@pytest.mark.parametrize("algo, topo, levels", _LEVELS)
+def test_multi_level_plans_pass_on_rank_0_rotating_each_level(algo, topo, levels, count):
+    call = Call("all_gather", int(np.prod(levels)), count)
+    plans = _machine_plans(algo, topo, call)
+    got = _quotient(plans, call, levels)
+    assert not isinstance(got, str), got
+    grid = sim._Sim(plans, call, 0).run()
+    assert (got.rounds, got.max_elements_sent) == (grid.rounds, grid.max_elements_sent)
+    assert "not rank 0's rotated" in _quotient(plans, call)         # (one rotation of all ranks does not map them)
+
+
+@pytest.mark.parametrize("algo, topo, levels", _LEVELS)
+def test_multi_level_faults_the_grid_reports_are_never_passed(algo, topo, levels, monkeypatch):
+    call = Call("all_gather", int(np.prod(levels)), 7)
+    assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
+
+
+def test_mixed_radix_rotations():
+    axes = quotient._Axes((4, 3, 2))
+    for q in (0, 1, 5, 13, 23):
+        for x in range(24):
+            moved = axes.add(x, q)
+            assert axes.sub(moved, q) == x
+            digits = [(x // b) % z for b, z in ((1, 4), (4, 3), (12, 2))]
+            shift = [(q // b) % z for b, z in ((1, 4), (4, 3), (12, 2))]
+            assert moved == sum(((d + g) % z) * b for d, g, z, b in zip(digits, shift, (4, 3, 2), (1, 4, 12)))
+            assert axes.rotate_bits(1 << x, q) == 1 << moved
+        assert axes.rotate_bits((1 << 24) - 1, q) == (1 << 24) - 1
 
 
 def test_counts_that_leave_slices_empty_or_cut_unevenly_are_declined():
@@ -121,15 +165,15 @@ def test_faults_at_more_ranks_and_a_large_count(op, algo, n, monkeypatch):
     assert _compare_on_faults(call, algo, monkeypatch) >= 4
 
 
-def _compare_on_faults(call, algo, monkeypatch) -> int:
-    """Inject every fault of :func:`_faults` into ``algo``'s plans for ``call``: where the grid reports one, the
-    quotient must decline. Returns how many it declined so."""
-    plans = [build_plan(call, algo, r) for r in range(call.nranks)]
+def _compare_on_faults(call, algo, monkeypatch, topo=None, levels=()) -> int:
+    """Inject every fault of :func:`_faults` into ``algo``'s plans for ``call`` (on machine ``topo``, rotating its
+    ``levels``): where the grid reports one, the quotient must decline. Returns how many it declined so."""
+    plans = (_machine_plans(algo, topo, call) if topo else [build_plan(call, algo, r) for r in range(call.nranks)])
     passed = declined = 0
     for name, bad in _faults(plans):
         grid = _grid(bad, call, monkeypatch)
         try:
-            got = _quotient(bad, call)
+            got = _quotient(bad, call, levels)
         except ValueError:          # (a region the fault moved out of bounds before any check)
             got = "raised"
         if grid != "ok":

@@ -69,22 +69,178 @@ def _frames(call: Call) -> tuple[list[int], int, int, int]:
 _ALL = 1 << 40          # periods a buffer's frame rotates: all of them
 
 
-def _canon(off: np.ndarray, rank: np.ndarray, frame: np.ndarray, buf: np.ndarray, n: int):
-    """Offsets of ``buf`` in a rank's rotated frame. A buffer's frame is ``(unit, k)``: its first ``k`` periods of
-    ``n`` blocks of ``unit`` elements are each rotated back by ``rank`` blocks, the rest (a template's fixed slots
-    after its rank-indexed copy of the data) and a buffer of unit 0 are not. Returns each offset's period start,
-    its place in the period (rotated), and the period (0 where not rotated: the offset as it is)."""
-    unit, k = frame[0][buf], frame[1][buf]
-    period = unit * n
-    safe = np.maximum(period, 1)
-    period = np.where(off // safe < k, period, 0)
-    base = np.where(period > 0, off // safe * safe, 0)
-    return base, np.where(period > 0, (off - base - rank * unit) % safe, off), period
+class _Axes:
+    """The rotations a plan set may be symmetric under: rank ``r`` is the digits of ``r`` in the mixed radix
+    ``sizes`` (innermost first: a machine's devices in a server, its servers, ...), and rank ``r``'s frame moves
+    each digit back by ``r``'s. One axis of ``n`` is the plain rotation."""
+
+    def __init__(self, sizes: tuple[int, ...]) -> None:
+        self.sizes = sizes
+        self.below = [int(np.prod(sizes[:a], dtype=np.int64)) for a in range(len(sizes))]     # ranks a digit counts
+        self.n = int(np.prod(sizes, dtype=np.int64))
+        self._masks: dict = {}
+
+    def digits(self, rank: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(rank, np.int64) // b % z for b, z in zip(self.below, self.sizes)]
+
+    def rel(self, peer: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        """``peer`` as seen from ``rank``: digit by digit, the difference."""
+        return sum(((p - r) % z) * b for p, r, z, b in zip(self.digits(peer), self.digits(rank), self.sizes,
+                                                             self.below))
+
+    def add(self, x: int, q: int) -> int:
+        """Index ``x`` moved on by rank ``q``, digit by digit."""
+        return sum((x // b % z + q // b % z) % z * b for b, z in zip(self.below, self.sizes))
+
+    def sub(self, x: int, q: int) -> int:
+        return sum((x // b % z - q // b % z) % z * b for b, z in zip(self.below, self.sizes))
+
+    def rotate_bits(self, v: int, q: int) -> int:
+        """A set of ranks (bit ``c`` for rank ``c``) with each rank moved on by ``q``."""
+        for b, z in zip(self.below, self.sizes):
+            sh = q // b % z * b
+            if sh:
+                block = z * b                   # rotate each block of ``block`` bits left by ``sh``
+                lo, hi = self._mask(block, sh)
+                v = ((v & lo) << sh) | ((v & hi) >> (block - sh))
+        return v
+
+    def _mask(self, block: int, sh: int) -> tuple[int, int]:
+        m = self._masks.get((block, sh))
+        if m is None:
+            every = ((1 << self.n) - 1) // ((1 << block) - 1)        # bit 0 of every block
+            lo = ((1 << (block - sh)) - 1) * every
+            m = self._masks[block, sh] = (lo, ((1 << self.n) - 1) ^ lo)
+        return m
 
 
-def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
+_ALL = 1 << 40          # periods a buffer's frame rotates: all of them
+
+
+def _rotate(seg: dict, side: str, frame: np.ndarray, axes: _Axes) -> list[dict] | None:
+    """``seg``'s ``side`` ('x' or 'y': the elements ``side + i s<side> + j`` of buffer ``b<side>``, for ``i0 <= i <
+    i1``, ``j0 <= j < j1``) in the frame of rank ``r<side>``, as parts of segments; None where a segment spans
+    rotated periods in a way no rotation maps piece by piece.
+
+    A buffer's frame is ``(unit, k)``: its first ``k`` periods of ``n`` blocks of ``unit`` elements rotate (each
+    block's index moved back by the rank's digits), the rest (a template's fixed slots after its rank-indexed copy
+    of the data) and a buffer of unit 0 do not. Each axis, outermost first, moves its digit: a segment within one
+    period of the axis is cut where the rotation wraps (pieces below the cut move up a period); one whose pieces
+    lie in different periods of it, each at the same place, is cut within every piece alike."""
+    unit, k = frame[0][seg["b" + side]], frame[1][seg["b" + side]]
+    period = unit * axes.n
+    first = seg[side] + seg["i0"] * seg["s" + side] + seg["j0"]
+    moved = (period > 0) & (first // np.maximum(period, 1) < k)
+    fixed = {key: v[~moved] for key, v in seg.items()}
+    work = [dict({key: v[moved] for key, v in seg.items()}, _u=unit[moved])]
+    for a in reversed(range(len(axes.sizes))):
+        nxt = []
+        for part in work:
+            if len(part[side]):
+                out = _rotate_axis(part, side, part["_u"] * axes.below[a], axes.sizes[a],
+                                   axes.digits(part["r" + side])[a])
+                if out is None:
+                    return None
+                nxt += out
+        work = nxt
+    for part in work:
+        del part["_u"]
+    return [fixed] + work
+
+
+def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, split: bool = True) -> list[dict] | None:
+    """One axis of :func:`_rotate`: blocks of ``w`` elements, ``z`` to a period, digit moved back by ``g``. A
+    progression that runs through a few periods of the axis (``split``) is cut into one part a period first."""
+    seg = dict(seg, _w=w, _g=g)
+    period, gw = w * z, g * w
+    b, s = seg[side], seg["s" + side]
+    i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
+    first = b + i0 * s + j0
+    start = first // period * period
+    within = (b + (i1 - 1) * s + j1 - 1) // period == first // period
+    apart = ~within & (s > 0) & (s % period == 0) & ((b + i0 * s + j1 - 1) // period == first // period)
+    if not (within | apart).all():
+        if not split:
+            return None
+        rest = _by_period(_take(seg, ~(within | apart)), side, period[~(within | apart)])
+        if rest is None:
+            return None
+        out = []
+        for part in (_take(seg, within | apart), rest):
+            got = _rotate_axis(part, side, part.pop("_w"), z, part.pop("_g"), split=False)
+            if got is None:
+                return None
+            out += got
+        return out
+    last = b + (i1 - 1) * s + j1 - 1
+    low_all, high_all = within & (last < start + gw), within & (first >= start + gw)
+    whole = low_all | high_all              # (most: below or above the cut as a whole, moved as they are)
+    out = []
+    if whole.any():
+        part = _take(seg, whole) if not whole.all() else dict(seg)
+        part[side] = part[side] - gw[whole] + np.where(low_all[whole], period[whole], 0)
+        out.append({key: v for key, v in part.items() if key not in ("_w", "_g")})
+        if whole.all():
+            return out
+    seg = dict(seg, _P=period, _gw=gw, _T=start + gw, _at=b + i0 * s - start)
+    inside = _take(seg, within & ~whole)
+    low, high = _cut_at(inside, side)
+    each = _take(seg, apart)                # every piece cut alike: j below gw - (its place in the period) wraps
+    jm = each["_gw"] - each["_at"]
+    low.append(dict(each, j1=np.minimum(each["j1"], jm)))
+    high.append(dict(each, j0=np.maximum(each["j0"], jm)))
+    for parts, up in ((low, True), (high, False)):
+        for part in parts:
+            keep = (part["i1"] > part["i0"]) & (part["j1"] > part["j0"])
+            part = _take(part, keep)
+            part[side] = part[side] - part["_gw"] + (part["_P"] if up else 0)
+            out.append({key: v for key, v in part.items() if key not in ("_P", "_gw", "_T", "_at", "_w", "_g")})
+    return out
+
+
+_PERIODS = 64           # a progression through more periods of an axis than this is not cut: declined
+
+
+def _by_period(seg: dict, side: str, period: np.ndarray) -> dict | None:
+    """``seg``'s progressions cut into one part per period of ``period`` they run through (at most
+    :data:`_PERIODS`); None where one runs through more, or a piece straddles a period's end."""
+    b, s = seg[side], np.maximum(seg["s" + side], 1)
+    i0, i1, j0 = seg["i0"], seg["i1"], seg["j0"]
+    lo, hi = (b + i0 * s + j0) // period, (b + (i1 - 1) * s + j0) // period
+    count = hi - lo + 1
+    if (count > _PERIODS).any():
+        return None
+    at = np.repeat(np.arange(len(b)), count)
+    q = np.repeat(lo, count) + (np.arange(len(at)) - np.repeat(np.cumsum(count) - count, count))
+    out = _take(seg, at)
+    bb, ss, jj = b[at], s[at], j0[at]
+    first = np.maximum(i0[at], -((bb + jj - q * period[at]) // ss))          # pieces starting in period q
+    last = np.minimum(i1[at], -((bb + jj - (q + 1) * period[at]) // ss))
+    out["i0"], out["i1"] = first, last
+    return _take(out, last > first)
+
+
+def _take(seg: dict, mask: np.ndarray) -> dict:
+    return {key: v[mask] for key, v in seg.items()}
+
+
+def _cut_at(seg: dict, side: str) -> tuple[list[dict], list[dict]]:
+    """``seg``'s elements below ``_T`` and at or above it, as parts (pieces no wider than the stride: at most one
+    straddles ``_T``)."""
+    b, s, t = seg[side], np.maximum(seg["s" + side], 1), seg["_T"]
+    i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
+    ia = np.clip((t - b - j1) // s + 1, i0, i1)            # pieces [i0, ia) end at or before t
+    ib = np.clip(-((b + j0 - t) // s), i0, i1)             # pieces [ib, i1) start at or after it
+    jm = t - b - ia * s                                     # the straddling piece ia (when ia < ib) splits here
+    mid = np.minimum(ib, ia + 1)
+    return ([dict(seg, i1=ia), dict(seg, i0=ia, i1=mid, j1=np.minimum(j1, jm))],
+            [dict(seg, i0=ia, i1=mid, j0=np.maximum(j0, jm)), dict(seg, i0=ib)])
+
+
+def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0, levels: tuple[int, ...] = ()):
     """The report of ``plans`` for ``call`` simulated on rank 0 (see the module), or why the quotient does not
-    apply or what it finds wrong (a str: the grid then runs and reports it)."""
+    apply or what it finds wrong (a str: the grid then runs and reports it). ``levels``: the machine's group sizes,
+    innermost first (devices in a server, servers, ...): its rotations are tried too."""
     from .sim import SimReport, counts        # (sim imports this module)
     n = call.nranks
     if not applies(call) or not len(ops.step):
@@ -99,12 +255,17 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
         ops, sizes = whole, whole.sizes
         units, u_orig, s_orig, block = [1, 1], 1, n, 1
     bases = _bases(seed, n)
-    sample = np.unique(np.array([0, 1, n // 2, n - 1]))
+    levels = tuple(z for z in levels if z > 1)
+    shapes = [(n,)] + ([] if whole or len(levels) < 2 or int(np.prod(levels)) != n else
+                       [levels] + ([(levels[0], n // levels[0])] if len(levels) > 2 else []))
+    sample = np.unique(np.array([0, 1, n // 2, n - 1] + [a for a in levels[:1] if a < n]))
     scratch = [(block, _ALL), (block, 1), (block, 2)] if whole else [(0, 0), (block, _ALL), (block, 1), (block, 2)]
-    for u_scr, k in scratch:        # scratch: not rotated, or periods of n blocks, all or the first k (then slots)
-        frame = np.array([units + [u_scr], [_ALL, _ALL, k]], np.int64)
-        if _periods_kept(ops, frame, n) and _sides_alike(ops, n, frame, bases, sample):
-            break               # (a cheap look at a few ranks first: most plans that differ differ there)
+    for shape, (u_scr, k) in ((a, b) for a in shapes for b in scratch):
+        # scratch: not rotated, or periods of n blocks, all or the first k (then slots); a cheap look at a few
+        # ranks first: most plans that differ differ there
+        axes, frame = _Axes(shape), np.array([units + [u_scr], [_ALL, _ALL, k]], np.int64)
+        if _periods_kept(ops, frame, n) and _sides_alike(ops, n, frame, axes, bases, sample):
+            break
     else:
         return "the sampled ranks' regions are not rank 0's rotated"
     keys = _Keys(n, whole.element_sizes if whole else sizes)       # (Checks keeps a weak reference)
@@ -120,7 +281,7 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
             return "a move pairs the tail slice with another"
     if (checks.lead[0] >= checks.lead[1]).any():
         return "a rank's local operations of a step touch common data (their order matters)"
-    if not _relations_alike(ops, n, frame, bases, s, r, loc):
+    if not _relations_alike(ops, n, frame, axes, bases, s, r, loc):
         return "the ranks' relations are not rank 0's rotated"
     post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0) if c.count]
     n_in = call.input_count(0)
@@ -129,7 +290,7 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0):
         if len(post) != 1:
             return "a postcondition that is not whole slices"
         n_in = n
-    atoms = _Rank0(ops, call, frame, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
+    atoms = _Rank0(ops, call, frame, axes, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
     if isinstance(atoms, str):
         return atoms
     rounds, sent = counts(whole.ops if whole else ops, n)      # (elements, not slices)
@@ -240,49 +401,25 @@ def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
     return out[inv.reshape(-1)]
 
 
-def _split(seg: dict, side: str) -> list[dict]:
-    """``seg``'s segments cut where ``side`` ('x' or 'y') passes ``m<side>`` (its period's end; 0: never):
-    the part beyond moves back by it. A segment is the elements ``side = base + i stride + j`` for ``i0 <= i <
-    i1``, ``j0 <= j < j1`` (pieces no wider than the stride): at most one piece straddles the end. Returns the
-    segments in parts: those that stay in their period as they are (most), then the cut ones."""
-    last = seg[side] + (seg["i1"] - 1) * seg["s" + side] + seg["j1"]         # one past the last element
-    wraps = (seg["m" + side] > 0) & (last > seg["m" + side])
-    if not wraps.any():
-        return [seg]
-    if not wraps.all():
-        return [{k: v[~wraps] for k, v in seg.items()}] + _split({k: v[wraps] for k, v in seg.items()}, side)
-    b, s = seg[side], np.maximum(seg["s" + side], 1)
-    i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
-    m = seg["m" + side]
-    ia = np.clip((m - b - j1) // s + 1, i0, i1)           # pieces [i0, ia) end at or before the end
-    ib = np.clip(-((b + j0 - m) // s), i0, i1)            # pieces [ib, i1) start at or after it
-    jm = m - b - ia * s                                    # the straddling piece ia (when ia < ib) splits here
-    parts = [(i0, ia, j0, j1, 0), (ia, np.minimum(ib, ia + 1), j0, jm, 0), (ia, np.minimum(ib, ia + 1), jm, j1, 1),
-             (ib, i1, j0, j1, 1)]
-    out: dict = {k: [] for k in seg}
-    for a0, a1, c0, c1, wrapped in parts:
-        keep = (a1 > a0) & (c1 > c0)
-        for k, v in seg.items():
-            out[k].append(v[keep])
-        out["i0"][-1], out["i1"][-1], out["j0"][-1], out["j1"][-1] = a0[keep], a1[keep], c0[keep], c1[keep]
-        if wrapped:
-            out[side][-1] = b[keep] - m[keep]
-    return [{k: np.concatenate(v) for k, v in out.items()}]
-
-
-def _hash(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
-    """Per prime, per rank: the sum over the segments' elements of ``g^x h^y k^key`` (owner ``seg['own']``)."""
+def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: _Axes) -> np.ndarray | None:
+    """Per prime, per owner (``seg['own']`` below ``n``): the sum over the segments' elements, each side in its
+    rank's frame, of ``g^x h^y k^key``; None where a region cannot be rotated piece by piece."""
     out = np.zeros((len(_PRIMES), n), np.int64)
-    for part in (q for p in _split(seg, "x") for q in _split(p, "y")):
-        out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
-    return out
+    xs = _rotate(seg, "x", frame, axes)
+    for p in xs or ():
+        ys = _rotate(p, "y", frame, axes)
+        if ys is None:
+            return None
+        for part in ys:
+            out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
+    return out if xs is not None else None
 
 
 def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
     """:func:`_hash` of segments that each stay in their period."""
     out = np.zeros((len(_PRIMES), n), np.int64)
-    x0 = seg["bx"] + seg["x"] + seg["i0"] * seg["sx"] + seg["j0"]
-    y0 = seg["by"] + seg["y"] + seg["i0"] * seg["sy"] + seg["j0"]
+    x0 = seg["x"] + seg["i0"] * seg["sx"] + seg["j0"]
+    y0 = seg["y"] + seg["i0"] * seg["sy"] + seg["j0"]
     for k, p in enumerate(_PRIMES):
         g, h, kk = (int(v) for v in bases[k])
         term = _pow(g, x0, p) * _pow(h, y0, p) % p * _pow(kk, seg["key"], p) % p
@@ -296,7 +433,7 @@ def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
 
 
 def _periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
-    """Whether every region of a rotated period lies within it (see :func:`_canon`)."""
+    """Whether every region of a rotated period lies within it (see :func:`_rotate`)."""
     for side in (ops.src, ops.dst):
         for b in range(3):
             period = int(frame[0][b]) * n
@@ -308,50 +445,46 @@ def _periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
     return True
 
 
-def _segments(ops: PlanArrays, n: int, frame, xrows, yrows, xrank, yrank, key) -> dict:
-    """The segments of moves from side ``src`` of ``yrows`` (of rank ``yrank``) to side ``dst`` of ``xrows``
-    (owned by ``xrank``), each side in its rank's rotated frame."""
+def _segments(ops: PlanArrays, xrows, yrows, xrank, yrank, key) -> dict:
+    """The moves from side ``src`` of ``yrows`` (in the frame of rank ``yrank``) to side ``dst`` of ``xrows``
+    (owned by ``xrank``, in its frame), as segments (see :func:`_rotate`)."""
     d, s = ops.dst, ops.src
-    bx, x, mx = _canon(d.off[xrows], xrank, frame, d.buf[xrows], n)
-    by, y, my = _canon(s.off[yrows], yrank, frame, s.buf[yrows], n)
-    zero = np.zeros(len(x), np.int64)
-    return dict(x=x, sx=d.stride[xrows], y=y, sy=s.stride[yrows], i0=zero, i1=d.rep[xrows], j0=zero, j1=d.cnt[xrows],
-                mx=mx, my=my, bx=bx, by=by, key=key, own=xrank)
+    zero = np.zeros(len(xrows), np.int64)
+    return dict(x=d.off[xrows], sx=d.stride[xrows], bx=d.buf[xrows], rx=xrank, y=s.off[yrows], sy=s.stride[yrows],
+                by=s.buf[yrows], ry=yrank, i0=zero, i1=d.rep[xrows], j0=zero, j1=d.cnt[xrows], key=key, own=xrank)
 
 
-def _relations_alike(ops, n, frame, bases, s, r, loc) -> bool:
+def _relations_alike(ops, n, frame, axes, bases, s, r, loc) -> bool:
     """Whether every rank's relation (its receives with their sources, its local operations) is rank 0's."""
     recv_rank, send_rank = ops.rank[r], ops.rank[s]
-    rel = (send_rank - recv_rank) % n
+    rel = axes.rel(send_rank, recv_rank)
     key_x = ((ops.step[r] * 3) * n + rel) * 9 + ops.dst.buf[r] * 3 + ops.src.buf[s]
     key_l = ((ops.step[loc] * 3 + np.where(ops.kind[loc] == REDUCE, 2, 1)) * n) * 9 + ops.dst.buf[loc] * 3 \
         + ops.src.buf[loc]
-    segs = [_segments(ops, n, frame, r, s, recv_rank, send_rank, key_x),
-            _segments(ops, n, frame, loc, loc, ops.rank[loc], ops.rank[loc], key_l)]
-    seg = {k: np.concatenate([a[k] for a in segs]) for k in segs[0]}
-    f = _hash(seg, n, bases)
-    return bool((f == f[:, :1]).all())
+    segs = [_segments(ops, r, s, recv_rank, send_rank, key_x),
+            _segments(ops, loc, loc, ops.rank[loc], ops.rank[loc], key_l)]
+    f = _hash({k: np.concatenate([a[k] for a in segs]) for k in segs[0]}, n, bases, frame, axes)
+    return f is not None and bool((f == f[:, :1]).all())
 
 
-def _sides_alike(ops, n, frame, bases, sample) -> bool:
+def _sides_alike(ops, n, frame, axes, bases, sample) -> bool:
     """Whether each side of the rows of the ``sample`` ranks (what each sends and receives, to and from which
     relative rank; what its locals read and write) is rank 0's, rotated: a necessary condition, on few rows."""
     rows = np.flatnonzero(np.isin(ops.rank, sample) & ((ops.src.size > 0) | (ops.dst.size > 0)))
     rank = ops.rank[rows]
     who = np.searchsorted(sample, rank)
-    rel = np.where(ops.local[rows] == 0, (ops.peer[rows] - rank) % n, 0)
+    rel = np.where(ops.local[rows] == 0, axes.rel(np.maximum(ops.peer[rows], 0), rank), 0)
     segs = []
     for side, code in ((ops.src, 0), (ops.dst, 1)):
-        has = side.buf[rows] >= 0
+        has = (side.buf[rows] >= 0) & (side.size[rows] > 0)
         rr, b = rows[has], side.buf[rows[has]]
-        base, x, m = _canon(side.off[rr], rank[has], frame, b, n)
         zero = np.zeros(len(rr), np.int64)
         key = ((ops.step[rr] * 4 + ops.kind[rr]) * n + rel[has]) * 6 + b * 2 + code
-        segs.append(dict(x=x, sx=side.stride[rr], y=x, sy=side.stride[rr], i0=zero, i1=side.rep[rr], j0=zero,
-                         j1=side.cnt[rr], mx=m, my=m, bx=base, by=base, key=key, own=who[has]))     # (y: x again)
-    seg = {k: np.concatenate([a[k] for a in segs]) for k in segs[0]}
-    f = _hash(seg, len(sample), bases)
-    return bool((f == f[:, :1]).all())
+        segs.append(dict(x=side.off[rr], sx=side.stride[rr], bx=b, rx=rank[has], y=side.off[rr],
+                         sy=side.stride[rr], by=b, ry=rank[has], i0=zero, i1=side.rep[rr], j0=zero, j1=side.cnt[rr],
+                         key=key, own=who[has]))         # (y: x again)
+    f = _hash({k: np.concatenate([a[k] for a in segs]) for k in segs[0]}, len(sample), bases, frame, axes)
+    return f is not None and bool((f == f[:, :1]).all())
 
 
 # -- rank 0, exactly ------------------------------------------------------------------------
@@ -398,44 +531,63 @@ class _Rank0:
     """Rank 0's run, from its rows: what it receives (read from the rotated state of rank 0, which is the
     sender's), then its local operations in order; then its output against the postcondition."""
 
-    def __init__(self, ops: PlanArrays, call: Call, frame, sizes, u_orig: int, s_orig: int, s, r, loc, n_in: int,
-                 post: list) -> None:
-        self.ops, self.call, self.n = ops, call, call.nranks
+    def __init__(self, ops: PlanArrays, call: Call, frame, axes: _Axes, sizes, u_orig: int, s_orig: int, s, r, loc,
+                 n_in: int, post: list) -> None:
+        self.ops, self.call, self.n, self.axes = ops, call, call.nranks, axes
         self.n_in, self.post = n_in, post           # (in the frame's units: elements, or whole slices)
         self.frame, self.unit, self.krot, self.size = frame, frame[0].tolist(), frame[1].tolist(), sizes.tolist()
         self.u_orig, self.s_orig = u_orig, s_orig
-        self.full = (1 << self.n) - 1
         mine = ops.rank[r] == 0
         self.recv, self.send = r[mine], s[mine]                 # rank 0's receives and their senders' rows
         self.sent = np.flatnonzero((ops.rank == 0) & (ops.local == 0) & (ops.kind == SEND) & (ops.src.size > 0))
         self.loc = loc[ops.rank[loc] == 0]
 
-    def rotate(self, v, q: int):
-        """Rank 0's value ``v`` as rank ``q`` holds it: its ranks moved on by ``q``, its input index by ``q`` blocks."""
-        bits, origin = v
-        if q:
-            bits = ((bits << q) | (bits >> (self.n - q))) & self.full
-        if self.u_orig:
-            origin = (origin + q * self.u_orig) % self.s_orig
-        return bits, origin
+    def rotated(self, vals: list, cnt: int, q: int) -> list:
+        """Runs ``(offset, value)`` of rank 0 (``cnt`` elements) as rank ``q`` holds them: the ranks moved on by
+        ``q``, the input index's block too (a run cut where its input indices pass a block's end)."""
+        if not q:
+            return vals
+        out, u = [], self.u_orig
+        for k, (off, (bits, origin)) in enumerate(vals):
+            bits = self.axes.rotate_bits(bits, q)
+            end = vals[k + 1][0] if k + 1 < len(vals) else cnt
+            while True:
+                if not u:
+                    out.append((off, (bits, origin)))
+                    break
+                blk, e = divmod(origin, u)
+                out.append((off, (bits, self.axes.add(blk, q) * u + e)))
+                if off + u - e >= end:
+                    break
+                off, origin = off + u - e, origin + u - e
+        return out
 
     def pieces(self, side, row: int, rank: int):
         """``(buf, offset, count)`` of each piece of ``side`` of ``row`` in ``rank``'s rotated frame, cut where it
         passes the buffer's end."""
         b, cnt = int(side.buf[row]), int(side.cnt[row])
         off, stride, rep = int(side.off[row]), int(side.stride[row]), int(side.rep[row])
-        period = self.unit[b] * self.n                  # (as _canon: rotated in the buffer's first k periods)
-        if period and off // period >= self.krot[b]:
-            period = 0
-        base = off // period * period if period else 0
-        shift = rank * self.unit[b] if period else 0
+        u = self.unit[b]
+        period = u * self.n                  # (as _rotate: rotated in the buffer's first k periods)
+        if not rank or not period or off // period >= self.krot[b]:
+            for i in range(rep):
+                yield b, off + i * stride, cnt
+            return
+        base = off // period * period
         for i in range(rep):
-            x = (off + i * stride - base - shift) % period if shift else off + i * stride - base
-            if x + cnt > period and shift:
-                yield b, base + x, period - x
-                yield b, base, x + cnt - period
-            else:
-                yield b, base + x, cnt
+            pos, end, run = off + i * stride, off + i * stride + cnt, None
+            while pos < end:                    # block by block, each where the rotation takes it
+                blk, e = divmod(pos - base, u)
+                n = min(end - pos, u - e)
+                x = base + self.axes.sub(blk, rank) * u + e
+                if run and run[1] + run[2] == x:
+                    run[2] += n
+                else:
+                    if run:
+                        yield tuple(run)
+                    run = [b, x, n]
+                pos += n
+            yield tuple(run)
 
     def run(self) -> int | str:
         ops = self.ops
@@ -470,7 +622,7 @@ class _Rank0:
         for rrow, srow in zip(recv.tolist(), send.tolist()):
             q = int(ops.rank[srow])
             for (bd, x, cnt), (bs, y, cnt_s) in _aligned(self.pieces(ops.dst, rrow, 0), self.pieces(ops.src, srow, q)):
-                vals = [(off, self.rotate(v, q)) for off, v in self.bufs[bs].read(y, y + cnt)]
+                vals = self.rotated(self.bufs[bs].read(y, y + cnt), cnt, q)
                 writes.append((bd, x, cnt, vals))
                 dsts.append((bd, x, x + cnt))
         dsts.sort()

@@ -74,11 +74,13 @@ class SimReport:
 
 
 def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = None, *, in_place: bool = False,
-             seed: int = 0) -> SimReport:
+             seed: int = 0, levels: tuple[int, ...] = ()) -> SimReport:
     """Run ``plans`` (one per rank, in rank order) for ``call``.
 
     ``simulate(plans, spec, count, in_place=...)`` is the short form for calls that need only a
-    per-rank count.
+    per-rank count. ``levels``: the machine's group sizes, innermost first (devices in a server,
+    servers in a pod, pods): a plan set alike on every rank up to a rotation of those runs on rank 0
+    (:mod:`pyhccl.verify.quotient`).
 
     Raises:
         SimulationError: at the first structural problem (unmatched or mismatched transfer,
@@ -96,7 +98,7 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
     with heap():
         layout = _Layout(plans, call)
         if len(plans) >= quotient.QUOTIENT_MIN_RANKS:
-            rep = quotient.run(plans, call, layout.ops, layout.sizes, seed)
+            rep = quotient.run(plans, call, layout.ops, layout.sizes, seed, levels)
             if not isinstance(rep, str):
                 return rep
         sim = _Sim(plans, call, seed, layout=layout)
