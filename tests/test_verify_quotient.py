@@ -199,3 +199,13 @@ def test_a_large_symmetric_call_runs_on_rank_0_and_a_fault_is_still_named(monkey
     with pytest.raises(SimulationError) as e:
         simulate(bad, call)
     assert e.value.rank is not None
+
+
+def test_verify_passes_the_machines_levels_to_the_quotient(monkeypatch):
+    """Through verify() a multi-level AllGather of 256 ranks runs on rank 0, its machine's levels rotated."""
+    from pyhccl.verify import verify
+    seen = []
+    real = quotient.run
+    monkeypatch.setattr(quotient, "run", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    res = verify("AllGather", "1x16x16", count=7, algo="AicpuAllGatherParallelMeshNHR")
+    assert res.ok and len(seen) == 1 and not isinstance(seen[0], str) and seen[0].quotient
