@@ -15,7 +15,7 @@ import pytest
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
 from pyhccl.plan.ir import Kind, Region, copy
-from pyhccl.verify import quotient, sim
+from pyhccl.verify import quotient, rotation, sim
 from pyhccl.verify.api import machine
 from pyhccl.verify.sim import SimulationError, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
@@ -105,7 +105,7 @@ def test_multi_level_faults_the_grid_reports_are_never_passed(algo, topo, levels
 
 
 def test_mixed_radix_rotations():
-    axes = quotient._Axes((4, 3, 2))
+    axes = rotation.Axes((4, 3, 2))
     for q in (0, 1, 5, 13, 23):
         for x in range(24):
             moved = axes.add(x, q)

@@ -13,7 +13,7 @@ from ..plan.ir import Buf, Kind, Plan, with_peer
 from ..plan.shared import Merged, Renamed, moved_actions
 from .atoms import Moves
 
-__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side"]
+__all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "counts"]
 
 BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
@@ -197,3 +197,13 @@ class Side:
     def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
         """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""
         return Moves(base + self.off[rows], self.cnt[rows], self.rep[rows], self.stride[rows])
+
+
+def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
+    """The rounds (steps that transfer data) of the rank with most, and the elements the rank that sends most sends."""
+    xfer = ops.local == 0
+    rounds = np.unique(ops.rank[xfer] * (ops.nsteps + 1) + ops.step[xfer]) // (ops.nsteps + 1)
+    sent = np.zeros(n, np.int64)
+    sends = xfer & (ops.kind == 0)
+    np.add.at(sent, ops.rank[sends], ops.src.size[sends])
+    return int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0))

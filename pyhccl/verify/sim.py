@@ -29,7 +29,7 @@ from ..core.call import Call, OpSpec
 from ..plan.format import format_plans
 from ..plan.ir import Plan
 from .atoms import Grid, cut_keys, progressions, rank_keys, ranges, unique
-from .rows import REDUCE, PlanArrays
+from .rows import REDUCE, PlanArrays, counts
 from . import memory, quotient
 from .checks import Checks
 from .heap import heap
@@ -121,16 +121,6 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
         except memory.MemoryBudgetError:
             pass
         raise found
-
-
-def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
-    """The rounds (steps that transfer data) of the rank with most, and the elements the rank that sends most sends."""
-    xfer = ops.local == 0
-    rounds = np.unique(ops.rank[xfer] * (ops.nsteps + 1) + ops.step[xfer]) // (ops.nsteps + 1)
-    sent = np.zeros(n, np.int64)
-    sends = xfer & (ops.kind == 0)
-    np.add.at(sent, ops.rank[sends], ops.src.size[sends])
-    return int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0))
 
 
 class _Layout:

@@ -1,0 +1,132 @@
+"""Whether every rank's plan is rank 0's, rotated (the quotient's check, :mod:`pyhccl.verify.quotient`).
+
+A rank's *relation* is each element it receives, with the relative rank and the element it comes from, and
+each element its local operations read and write, all in its rotated frame (:mod:`.rotation`). Relations are
+compared as sums of ``g^x h^y k^key`` modulo two primes near 2^31: a strided region's sum is a product of two
+geometric series, so a region costs O(1) whatever its pieces; different relations agree with probability
+about 2^-60.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .rotation import Axes, rotate
+from .rows import REDUCE, PlanArrays
+
+__all__ = ["hash_bases", "relations_alike", "sides_alike"]
+
+_PRIMES = (2147483647, 2147483629)      # primes below 2^31: a product of two residues fits an int64
+
+
+def hash_bases(seed: int, n: int) -> np.ndarray:
+    """Per prime, the hash's random bases ``g, h, k`` (``g h`` not 1: its geometric series has a denominator)."""
+    rng = np.random.default_rng([seed, n, 20])
+    while True:
+        bases = rng.integers(2, _PRIMES[1] - 2, size=(len(_PRIMES), 3))
+        if all(int(b[0]) * int(b[1]) % p != 1 for b, p in zip(bases, _PRIMES)):
+            return bases
+
+
+@lru_cache(maxsize=64)
+def _table(g: int, p: int) -> np.ndarray:
+    """``g ** (i << 8 k) % p`` for ``k < 4``, ``i < 256``: an exponent below 2^32 in four lookups."""
+    t = np.empty((4, 256), np.int64)
+    for k in range(4):
+        b = pow(g, 1 << (8 * k), p)
+        t[k] = [pow(b, i, p) for i in range(256)]
+    return t
+
+
+def _pow(g: int, exp: np.ndarray, p: int) -> np.ndarray:
+    """``g ** exp % p`` elementwise (``exp`` reduced mod ``p - 1``)."""
+    e = np.asarray(exp, np.int64) % (p - 1)
+    t = _table(g, p)
+    out = t[0][e & 255]
+    for k in (1, 2, 3):
+        out = out * t[k][(e >> (8 * k)) & 255] % p
+    return out
+
+
+def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
+    """``sum(a ** t for t < m) % p`` elementwise (``a`` nonzero mod p): computed once per distinct ``(a, m)``."""
+    key, inv = np.unique(a * (1 << 31) + m % (p - 1), return_inverse=True)     # (a, m < 2^31: one int64)
+    out = np.empty(len(key), np.int64)
+    for i, (ai, mi) in enumerate(zip((key >> 31).tolist(), (key & ((1 << 31) - 1)).tolist())):
+        out[i] = mi % p if ai == 1 else (pow(ai, mi, p) - 1) * pow(ai - 1, p - 2, p) % p
+    return out[inv.reshape(-1)]
+
+
+def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -> np.ndarray | None:
+    """Per prime, per owner (``seg['own']`` below ``n``): the sum over the segments' elements, each side in its
+    rank's frame, of ``g^x h^y k^key``; None where a region cannot be rotated piece by piece."""
+    out = np.zeros((len(_PRIMES), n), np.int64)
+    xs = rotate(seg, "x", frame, axes)
+    for p in xs or ():
+        ys = rotate(p, "y", frame, axes)
+        if ys is None:
+            return None
+        for part in ys:
+            out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
+    return out if xs is not None else None
+
+
+def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
+    """:func:`_hash` of segments that each stay in their period."""
+    out = np.zeros((len(_PRIMES), n), np.int64)
+    x0 = seg["x"] + seg["i0"] * seg["sx"] + seg["j0"]
+    y0 = seg["y"] + seg["i0"] * seg["sy"] + seg["j0"]
+    for k, p in enumerate(_PRIMES):
+        g, h, kk = (int(v) for v in bases[k])
+        term = _pow(g, x0, p) * _pow(h, y0, p) % p * _pow(kk, seg["key"], p) % p
+        a = _pow(g, seg["sx"], p) * _pow(h, seg["sy"], p) % p
+        term = term * _geometric(a, seg["i1"] - seg["i0"], p) % p
+        gh = g * h % p
+        inv = pow(gh - 1, p - 2, p)             # (g h is not 1: g, h drawn from [2, p - 2) and checked)
+        term = term * ((_pow(gh, seg["j1"] - seg["j0"], p) - 1) % p * inv % p) % p
+        out[k] = np.bincount(seg["own"], weights=term.astype(np.float64), minlength=n).astype(np.int64) % p
+    return out
+
+
+def _segments(ops: PlanArrays, xrows, yrows, xrank, yrank, key) -> dict:
+    """The moves from side ``src`` of ``yrows`` (in the frame of rank ``yrank``) to side ``dst`` of ``xrows``
+    (owned by ``xrank``, in its frame), as segments (see :func:`_rotate`)."""
+    d, s = ops.dst, ops.src
+    zero = np.zeros(len(xrows), np.int64)
+    return dict(x=d.off[xrows], sx=d.stride[xrows], bx=d.buf[xrows], rx=xrank, y=s.off[yrows], sy=s.stride[yrows],
+                by=s.buf[yrows], ry=yrank, i0=zero, i1=d.rep[xrows], j0=zero, j1=d.cnt[xrows], key=key, own=xrank)
+
+
+def relations_alike(ops, n, frame, axes, bases, s, r, loc) -> bool:
+    """Whether every rank's relation (its receives with their sources, its local operations) is rank 0's."""
+    recv_rank, send_rank = ops.rank[r], ops.rank[s]
+    rel = axes.rel(send_rank, recv_rank)
+    key_x = ((ops.step[r] * 3) * n + rel) * 9 + ops.dst.buf[r] * 3 + ops.src.buf[s]
+    key_l = ((ops.step[loc] * 3 + np.where(ops.kind[loc] == REDUCE, 2, 1)) * n) * 9 + ops.dst.buf[loc] * 3 \
+        + ops.src.buf[loc]
+    segs = [_segments(ops, r, s, recv_rank, send_rank, key_x),
+            _segments(ops, loc, loc, ops.rank[loc], ops.rank[loc], key_l)]
+    f = _hash({k: np.concatenate([a[k] for a in segs]) for k in segs[0]}, n, bases, frame, axes)
+    return f is not None and bool((f == f[:, :1]).all())
+
+
+def sides_alike(ops, n, frame, axes, bases, sample) -> bool:
+    """Whether each side of the rows of the ``sample`` ranks (what each sends and receives, to and from which
+    relative rank; what its locals read and write) is rank 0's, rotated: a necessary condition, on few rows."""
+    rows = np.flatnonzero(np.isin(ops.rank, sample) & ((ops.src.size > 0) | (ops.dst.size > 0)))
+    rank = ops.rank[rows]
+    who = np.searchsorted(sample, rank)
+    rel = np.where(ops.local[rows] == 0, axes.rel(np.maximum(ops.peer[rows], 0), rank), 0)
+    segs = []
+    for side, code in ((ops.src, 0), (ops.dst, 1)):
+        has = (side.buf[rows] >= 0) & (side.size[rows] > 0)
+        rr, b = rows[has], side.buf[rows[has]]
+        zero = np.zeros(len(rr), np.int64)
+        key = ((ops.step[rr] * 4 + ops.kind[rr]) * n + rel[has]) * 6 + b * 2 + code
+        segs.append(dict(x=side.off[rr], sx=side.stride[rr], bx=b, rx=rank[has], y=side.off[rr],
+                         sy=side.stride[rr], by=b, ry=rank[has], i0=zero, i1=side.rep[rr], j0=zero, j1=side.cnt[rr],
+                         key=key, own=who[has]))         # (y: x again)
+    f = _hash({k: np.concatenate([a[k] for a in segs]) for k in segs[0]}, len(sample), bases, frame, axes)
+    return f is not None and bool((f == f[:, :1]).all())

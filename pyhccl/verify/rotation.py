@@ -1,0 +1,195 @@
+"""Rotations of a rank's frame for the quotient (:mod:`pyhccl.verify.quotient`): rank ``r``'s buffers read as
+rank 0's, each rank-indexed block's index moved back by ``r``'s digits (one axis of N ranks, or a machine's
+levels as a mixed radix), and regions of strided pieces cut where a rotation wraps, a few parts each.
+
+A segment is the elements ``side + i s<side> + j`` (``i0 <= i < i1``, ``j0 <= j < j1``) of one side ('x' or
+'y') of a move: its buffer ``b<side>`` and the rank ``r<side>`` whose frame it is read in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .rows import PlanArrays
+
+__all__ = ["ALL", "Axes", "rotate", "periods_kept"]
+
+ALL = 1 << 40           # periods a buffer's frame rotates: all of them
+
+
+class Axes:
+    """The rotations a plan set may be symmetric under: rank ``r`` is the digits of ``r`` in the mixed radix
+    ``sizes`` (innermost first: a machine's devices in a server, its servers, ...), and rank ``r``'s frame moves
+    each digit back by ``r``'s. One axis of ``n`` is the plain rotation."""
+
+    def __init__(self, sizes: tuple[int, ...]) -> None:
+        self.sizes = sizes
+        self.below = [int(np.prod(sizes[:a], dtype=np.int64)) for a in range(len(sizes))]     # ranks a digit counts
+        self.n = int(np.prod(sizes, dtype=np.int64))
+        self._masks: dict = {}
+
+    def digits(self, rank: np.ndarray) -> list[np.ndarray]:
+        return [np.asarray(rank, np.int64) // b % z for b, z in zip(self.below, self.sizes)]
+
+    def rel(self, peer: np.ndarray, rank: np.ndarray) -> np.ndarray:
+        """``peer`` as seen from ``rank``: digit by digit, the difference."""
+        return sum(((p - r) % z) * b for p, r, z, b in zip(self.digits(peer), self.digits(rank), self.sizes,
+                                                             self.below))
+
+    def add(self, x: int, q: int) -> int:
+        """Index ``x`` moved on by rank ``q``, digit by digit."""
+        return sum((x // b % z + q // b % z) % z * b for b, z in zip(self.below, self.sizes))
+
+    def sub(self, x: int, q: int) -> int:
+        return sum((x // b % z - q // b % z) % z * b for b, z in zip(self.below, self.sizes))
+
+    def rotate_bits(self, v: int, q: int) -> int:
+        """A set of ranks (bit ``c`` for rank ``c``) with each rank moved on by ``q``."""
+        for b, z in zip(self.below, self.sizes):
+            sh = q // b % z * b
+            if sh:
+                block = z * b                   # rotate each block of ``block`` bits left by ``sh``
+                lo, hi = self._mask(block, sh)
+                v = ((v & lo) << sh) | ((v & hi) >> (block - sh))
+        return v
+
+    def _mask(self, block: int, sh: int) -> tuple[int, int]:
+        m = self._masks.get((block, sh))
+        if m is None:
+            every = ((1 << self.n) - 1) // ((1 << block) - 1)        # bit 0 of every block
+            lo = ((1 << (block - sh)) - 1) * every
+            m = self._masks[block, sh] = (lo, ((1 << self.n) - 1) ^ lo)
+        return m
+
+
+def rotate(seg: dict, side: str, frame: np.ndarray, axes: Axes) -> list[dict] | None:
+    """``seg``'s ``side`` ('x' or 'y': the elements ``side + i s<side> + j`` of buffer ``b<side>``, for ``i0 <= i <
+    i1``, ``j0 <= j < j1``) in the frame of rank ``r<side>``, as parts of segments; None where a segment spans
+    rotated periods in a way no rotation maps piece by piece.
+
+    A buffer's frame is ``(unit, k)``: its first ``k`` periods of ``n`` blocks of ``unit`` elements rotate (each
+    block's index moved back by the rank's digits), the rest (a template's fixed slots after its rank-indexed copy
+    of the data) and a buffer of unit 0 do not. Each axis, outermost first, moves its digit: a segment within one
+    period of the axis is cut where the rotation wraps (pieces below the cut move up a period); one whose pieces
+    lie in different periods of it, each at the same place, is cut within every piece alike."""
+    unit, k = frame[0][seg["b" + side]], frame[1][seg["b" + side]]
+    period = unit * axes.n
+    first = seg[side] + seg["i0"] * seg["s" + side] + seg["j0"]
+    moved = (period > 0) & (first // np.maximum(period, 1) < k)
+    fixed = {key: v[~moved] for key, v in seg.items()}
+    work = [dict({key: v[moved] for key, v in seg.items()}, _u=unit[moved])]
+    for a in reversed(range(len(axes.sizes))):
+        nxt = []
+        for part in work:
+            if len(part[side]):
+                out = _rotate_axis(part, side, part["_u"] * axes.below[a], axes.sizes[a],
+                                   axes.digits(part["r" + side])[a])
+                if out is None:
+                    return None
+                nxt += out
+        work = nxt
+    for part in work:
+        del part["_u"]
+    return [fixed] + work
+
+
+def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, split: bool = True) -> list[dict] | None:
+    """One axis of :func:`rotate`: blocks of ``w`` elements, ``z`` to a period, digit moved back by ``g``. A
+    progression that runs through a few periods of the axis (``split``) is cut into one part a period first."""
+    seg = dict(seg, _w=w, _g=g)
+    period, gw = w * z, g * w
+    b, s = seg[side], seg["s" + side]
+    i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
+    first = b + i0 * s + j0
+    start = first // period * period
+    within = (b + (i1 - 1) * s + j1 - 1) // period == first // period
+    apart = ~within & (s > 0) & (s % period == 0) & ((b + i0 * s + j1 - 1) // period == first // period)
+    if not (within | apart).all():
+        if not split:
+            return None
+        rest = _by_period(_take(seg, ~(within | apart)), side, period[~(within | apart)])
+        if rest is None:
+            return None
+        out = []
+        for part in (_take(seg, within | apart), rest):
+            got = _rotate_axis(part, side, part.pop("_w"), z, part.pop("_g"), split=False)
+            if got is None:
+                return None
+            out += got
+        return out
+    last = b + (i1 - 1) * s + j1 - 1
+    low_all, high_all = within & (last < start + gw), within & (first >= start + gw)
+    whole = low_all | high_all              # (most: below or above the cut as a whole, moved as they are)
+    out = []
+    if whole.any():
+        part = _take(seg, whole) if not whole.all() else dict(seg)
+        part[side] = part[side] - gw[whole] + np.where(low_all[whole], period[whole], 0)
+        out.append({key: v for key, v in part.items() if key not in ("_w", "_g")})
+        if whole.all():
+            return out
+    seg = dict(seg, _P=period, _gw=gw, _T=start + gw, _at=b + i0 * s - start)
+    inside = _take(seg, within & ~whole)
+    low, high = _cut_at(inside, side)
+    each = _take(seg, apart)                # every piece cut alike: j below gw - (its place in the period) wraps
+    jm = each["_gw"] - each["_at"]
+    low.append(dict(each, j1=np.minimum(each["j1"], jm)))
+    high.append(dict(each, j0=np.maximum(each["j0"], jm)))
+    for parts, up in ((low, True), (high, False)):
+        for part in parts:
+            keep = (part["i1"] > part["i0"]) & (part["j1"] > part["j0"])
+            part = _take(part, keep)
+            part[side] = part[side] - part["_gw"] + (part["_P"] if up else 0)
+            out.append({key: v for key, v in part.items() if key not in ("_P", "_gw", "_T", "_at", "_w", "_g")})
+    return out
+
+
+_PERIODS = 64           # a progression through more periods of an axis than this is not cut: declined
+
+
+def _by_period(seg: dict, side: str, period: np.ndarray) -> dict | None:
+    """``seg``'s progressions cut into one part per period of ``period`` they run through (at most
+    :data:`_PERIODS`); None where one runs through more, or a piece straddles a period's end."""
+    b, s = seg[side], np.maximum(seg["s" + side], 1)
+    i0, i1, j0 = seg["i0"], seg["i1"], seg["j0"]
+    lo, hi = (b + i0 * s + j0) // period, (b + (i1 - 1) * s + j0) // period
+    count = hi - lo + 1
+    if (count > _PERIODS).any():
+        return None
+    at = np.repeat(np.arange(len(b)), count)
+    q = np.repeat(lo, count) + (np.arange(len(at)) - np.repeat(np.cumsum(count) - count, count))
+    out = _take(seg, at)
+    bb, ss, jj = b[at], s[at], j0[at]
+    first = np.maximum(i0[at], -((bb + jj - q * period[at]) // ss))          # pieces starting in period q
+    last = np.minimum(i1[at], -((bb + jj - (q + 1) * period[at]) // ss))
+    out["i0"], out["i1"] = first, last
+    return _take(out, last > first)
+
+
+def _take(seg: dict, mask: np.ndarray) -> dict:
+    return {key: v[mask] for key, v in seg.items()}
+
+
+def _cut_at(seg: dict, side: str) -> tuple[list[dict], list[dict]]:
+    """``seg``'s elements below ``_T`` and at or above it, as parts (pieces no wider than the stride: at most one
+    straddles ``_T``)."""
+    b, s, t = seg[side], np.maximum(seg["s" + side], 1), seg["_T"]
+    i0, i1, j0, j1 = seg["i0"], seg["i1"], seg["j0"], seg["j1"]
+    ia = np.clip((t - b - j1) // s + 1, i0, i1)            # pieces [i0, ia) end at or before t
+    ib = np.clip(-((b + j0 - t) // s), i0, i1)             # pieces [ib, i1) start at or after it
+    jm = t - b - ia * s                                     # the straddling piece ia (when ia < ib) splits here
+    mid = np.minimum(ib, ia + 1)
+    return ([dict(seg, i1=ia), dict(seg, i0=ia, i1=mid, j1=np.minimum(j1, jm))],
+            [dict(seg, i0=ia, i1=mid, j0=np.maximum(j0, jm)), dict(seg, i0=ib)])
+
+
+def periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
+    """Whether every region of a rotated period lies within it (see :func:`rotate`)."""
+    for side in (ops.src, ops.dst):
+        for b in range(3):
+            period = int(frame[0][b]) * n
+            rows = np.flatnonzero((side.buf == b) & (side.size > 0)) if period else ()
+            if len(rows):
+                first = side.off[rows] // period
+                if ((first < frame[1][b]) & (first != (side.end[rows] - 1) // period)).any():
+                    return False
+    return True
