@@ -157,8 +157,8 @@ def test_faults_the_grid_reports_are_never_passed_by_the_quotient(op, algo, monk
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n", [9, 16])
-@pytest.mark.parametrize("op, algo", _SYMMETRIC)
+@pytest.mark.parametrize("n", [12])
+@pytest.mark.parametrize("op, algo", [c for c in _SYMMETRIC if "MeshChunk" not in c[1]])     # (N^3 rows: at 6)
 def test_faults_at_more_ranks_and_a_large_count(op, algo, n, monkeypatch):
     call = _call(op, n)
     call = Call(call.op, n, 10**10 + 19 if call.op == "allreduce" else 10**6 + 3)

@@ -91,11 +91,13 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0, le
                        [levels] + ([(levels[0], n // levels[0])] if len(levels) > 2 else []))
     sample = np.unique(np.array([0, 1, n // 2, n - 1] + [a for a in levels[:1] if a < n]))
     scratch = [(block, ALL), (block, 1), (block, 2)] if whole else [(0, 0), (block, ALL), (block, 1), (block, 2)]
-    for shape, (u_scr, k) in ((a, b) for a in shapes for b in scratch):
+    frames = [np.array([units + [u_scr], [ALL, ALL, k]], np.int64) for u_scr, k in scratch]
+    frames = [f for f in frames if periods_kept(ops, f, n)]
+    for shape, frame in ((a, f) for a in shapes for f in frames):
         # scratch: not rotated, or periods of n blocks, all or the first k (then slots); a cheap look at a few
         # ranks first: most plans that differ differ there
-        axes, frame = Axes(shape), np.array([units + [u_scr], [ALL, ALL, k]], np.int64)
-        if periods_kept(ops, frame, n) and sides_alike(ops, n, frame, axes, hashes, sample):
+        axes = Axes(shape)
+        if sides_alike(ops, n, frame, axes, hashes, sample):
             break
     else:
         return "the sampled ranks' regions are not rank 0's rotated"

@@ -76,21 +76,23 @@ def rotate(seg: dict, side: str, frame: np.ndarray, axes: Axes) -> list[dict] | 
     period = unit * axes.n
     first = seg[side] + seg["i0"] * seg["s" + side] + seg["j0"]
     moved = (period > 0) & (first // np.maximum(period, 1) < k)
-    fixed = {key: v[~moved] for key, v in seg.items()}
-    work = [dict({key: v[moved] for key, v in seg.items()}, _u=unit[moved])]
+    if moved.all():             # (the usual case: nothing stays, nothing is copied)
+        fixed, work = [], [dict(seg, _u=unit)]
+    else:
+        fixed, work = [_take(seg, ~moved)], [dict(_take(seg, moved), _u=unit[moved])]
     for a in reversed(range(len(axes.sizes))):
         nxt = []
         for part in work:
             if len(part[side]):
                 out = _rotate_axis(part, side, part["_u"] * axes.below[a], axes.sizes[a],
-                                   axes.digits(part["r" + side])[a])
+                                   part["r" + side] // axes.below[a] % axes.sizes[a])
                 if out is None:
                     return None
                 nxt += out
         work = nxt
     for part in work:
         del part["_u"]
-    return [fixed] + work
+    return fixed + work
 
 
 def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, split: bool = True) -> list[dict] | None:
@@ -128,12 +130,12 @@ def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, spl
         if whole.all():
             return out
     seg = dict(seg, _P=period, _gw=gw, _T=start + gw, _at=b + i0 * s - start)
-    inside = _take(seg, within & ~whole)
-    low, high = _cut_at(inside, side)
-    each = _take(seg, apart)                # every piece cut alike: j below gw - (its place in the period) wraps
-    jm = each["_gw"] - each["_at"]
-    low.append(dict(each, j1=np.minimum(each["j1"], jm)))
-    high.append(dict(each, j0=np.maximum(each["j0"], jm)))
+    low, high = _cut_at(_take(seg, within & ~whole), side) if (within & ~whole).any() else ([], [])
+    if apart.any():
+        each = _take(seg, apart)            # every piece cut alike: j below gw - (its place in the period) wraps
+        jm = each["_gw"] - each["_at"]
+        low.append(dict(each, j1=np.minimum(each["j1"], jm)))
+        high.append(dict(each, j0=np.maximum(each["j0"], jm)))
     for parts, up in ((low, True), (high, False)):
         for part in parts:
             keep = (part["i1"] > part["i0"]) & (part["j1"] > part["j0"])
