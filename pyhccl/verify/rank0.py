@@ -93,19 +93,18 @@ class Rank0:
         return out
 
     def pieces(self, side, row: int, rank: int):
-        """``(buf, offset, count)`` of each piece of ``side`` of ``row`` in ``rank``'s rotated frame, cut where it
-        passes the buffer's end."""
+        """``(buf, offset, count)`` of each piece of ``side`` of ``row`` in ``rank``'s rotated frame, cut where the
+        rotation parts its blocks."""
         b, cnt = int(side.buf[row]), int(side.cnt[row])
         off, stride, rep = int(side.off[row]), int(side.stride[row]), int(side.rep[row])
         u = self.unit[b]
-        period = u * self.n                  # (as _rotate: rotated in the buffer's first k periods)
-        if not rank or not period or off // period >= self.krot[b]:
-            for i in range(rep):
-                yield b, off + i * stride, cnt
-            return
-        base = off // period * period
+        period = u * self.n                  # (as rotation.rotate: rotated in the buffer's first k periods)
         for i in range(rep):
             pos, end, run = off + i * stride, off + i * stride + cnt, None
+            base = pos // period * period if period else 0
+            if not rank or not period or pos // period >= self.krot[b]:
+                yield b, pos, cnt
+                continue
             while pos < end:                    # block by block, each where the rotation takes it
                 blk, e = divmod(pos - base, u)
                 n = min(end - pos, u - e)
