@@ -101,7 +101,7 @@ def losing_a_local_op(build, rank, step):
 
 
 def test_timeout_counts_as_failed(monkeypatch):
-    monkeypatch.setattr(api, "simulate", lambda plans, call: time.sleep(5))
+    monkeypatch.setattr(api, "simulate", lambda plans, call, **kw: time.sleep(5))
     res = verify("AllReduce", "1x1x2", algo="NHR", timeout=0.2)
     assert res.status == "failed" and "no result in 0.2 s" in res.error and res.seconds < 4
 
@@ -109,9 +109,9 @@ def test_timeout_counts_as_failed(monkeypatch):
 def test_equal_plan_sets_are_simulated_once_and_faults_never_reuse_a_pass(monkeypatch):
     real, ran = api.simulate, []
 
-    def counting(plans, call):
+    def counting(plans, call, **kw):
         ran.append(plans[0].info("algo"))
-        return real(plans, call)
+        return real(plans, call, **kw)
 
     monkeypatch.setattr(api, "simulate", counting)
     monkeypatch.setattr(api, "_PASSED", {})

@@ -288,8 +288,8 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
                 return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
                                             + "".join(traceback.format_exc(limit=-4)))
     try:
-        levels = tuple(z for z in (len(level[0]) for level in m.layout.levels) if z > 1) if m.uniform else ()
-        rep = _simulate_once(plans, call, guard.actions, levels if len(levels) > 1 else ())
+        levels = tuple(len(level[0]) for level in m.layout.levels) if m.uniform else ()
+        rep = _simulate_once(plans, call, guard.actions, levels)
     except MemoryBudgetError as e:
         return _refused(done("failed", name, str(e)))
     except SimulationError as e:
@@ -337,7 +337,7 @@ def _simulate_once(plans: list, call: Call, size: int, levels: tuple[int, ...] =
     for seen, rep in _PASSED.get(key, ()):
         if seen == steps:
             return rep
-    rep = simulate(plans, call, levels=levels) if levels else simulate(plans, call)
+    rep = simulate(plans, call, levels=levels)
     if size <= _PASSED_MAX_ACTIONS:
         while _PASSED and sum(k[2] * len(v) for k, v in _PASSED.items()) + size > _PASSED_MAX_ACTIONS:
             del _PASSED[next(iter(_PASSED))]                # the oldest call's plan sets

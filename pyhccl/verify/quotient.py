@@ -68,12 +68,13 @@ def _frames(call: Call) -> tuple[list[int], int, int, int]:
     return [c // n, c // n], c // n, c, c // n
 
 
-def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0, levels: tuple[int, ...] = ()):
+def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
     """The report of ``plans`` for ``call`` simulated on rank 0 (see the module), or why the quotient does not
-    apply or what it finds wrong (a str: the grid then runs and reports it). ``levels``: the machine's group sizes,
-    innermost first (devices in a server, servers, ...): its rotations are tried too."""
+    apply or what it finds wrong (a str: the grid then runs and reports it). ``layout``: the plans' rows and
+    buffers (``pyhccl.verify.sim._Layout``); ``levels``: the machine's group sizes, innermost first (devices in a
+    server, servers, ...): its rotations are tried too."""
     from .sim import SimReport        # (sim imports this module)
-    n = call.nranks
+    n, ops, sizes = call.nranks, layout.ops, layout.sizes
     if not applies(call) or not len(ops.step):
         return f"{call.op} of count {call.count} over {n} ranks is not a rotation of equal blocks"
     units, u_orig, s_orig, block = _frames(call)
@@ -101,8 +102,7 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0, le
             break
     else:
         return "the sampled ranks' regions are not rank 0's rotated"
-    keys = _Keys(n, whole.element_sizes if whole else sizes)       # (Checks keeps a weak reference)
-    checks = Checks(keys, whole.ops if whole else ops)      # (the structural checks: on the plans' elements)
+    checks = Checks(layout, layout.ops)         # (the structural checks: on the plans' elements)
     if checks.match_steps or checks.xbad_step < ops.nsteps or checks.lbad_step < ops.nsteps:
         return "a structural fault"
     s, r = checks.sends, checks.recvs
@@ -126,7 +126,7 @@ def run(plans, call: Call, ops: PlanArrays, sizes: np.ndarray, seed: int = 0, le
     atoms = Rank0(ops, call, frame, axes, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
     if isinstance(atoms, str):
         return atoms
-    rounds, sent = counts(whole.ops if whole else ops, n)      # (elements, not slices)
+    rounds, sent = counts(layout.ops, n)        # (elements, not slices)
     return SimReport(n, rounds, sent, n * atoms, quotient=True)
 
 
@@ -146,13 +146,11 @@ class _Blocks:
         f, t = count // n, count - count // n * (n - 1)
         if f == 0:
             raise _NotBlocks(f"a count of {count} over {n} ranks leaves slices empty")
-        self.ops = ops
         for name in ("step", "rank", "local", "index", "kind", "peer", "nsteps", "step_start"):
             setattr(self, name, getattr(ops, name))
         self.src, tail_s = _in_slices(ops.src, f, t, n, count)
         self.dst, tail_d = _in_slices(ops.dst, f, t, n, count)
         self.tail = (tail_s, tail_d)
-        self.element_sizes = sizes
         self.sizes = -(-sizes // count) * n         # (whole periods of n slices)
 
 
@@ -180,15 +178,3 @@ def _in_slices(side, f: int, t: int, n: int, count: int):
     zero = np.zeros(len(off), np.int64)
     return Side(side.buf, np.where(has, p * n + j0, 0), np.where(has, w, zero), rep,
                 np.where(many, stride // f, zero)), tail
-
-
-class _Keys:
-    """What :class:`~.checks.Checks` asks of a simulator: the ranks, the buffers' sizes and their keys."""
-
-    def __init__(self, n: int, sizes: np.ndarray) -> None:
-        self.n, self.sizes = n, sizes
-        self.at = np.concatenate([[0], np.cumsum(sizes + 1)])
-        self.span = int(self.at[3])
-
-    def base(self, rank, buf) -> np.ndarray:
-        return np.asarray(rank, dtype=np.int64) * self.span + self.at[np.asarray(buf)]

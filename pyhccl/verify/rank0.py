@@ -65,7 +65,7 @@ class Rank0:
                  n_in: int, post: list) -> None:
         self.ops, self.call, self.n, self.axes = ops, call, call.nranks, axes
         self.n_in, self.post = n_in, post           # (in the frame's units: elements, or whole slices)
-        self.frame, self.unit, self.krot, self.size = frame, frame[0].tolist(), frame[1].tolist(), sizes.tolist()
+        self.unit, self.krot, self.size = frame[0].tolist(), frame[1].tolist(), sizes.tolist()
         self.u_orig, self.s_orig = u_orig, s_orig
         mine = ops.rank[r] == 0
         self.recv, self.send = r[mine], s[mine]                 # rank 0's receives and their senders' rows
@@ -122,7 +122,7 @@ class Rank0:
         ops = self.ops
         periods = [u * self.n for u in self.unit]      # (a rotated period, whole: its canonical places)
         self.bufs = [_Buffer(max(s, min(-(-s // p), int(k)) * p) if p else s)
-                     for s, p, k in zip(self.size, periods, self.frame[1])]
+                     for s, p, k in zip(self.size, periods, self.krot)]
         c, n_in = self.call, self.n_in
         start = (1, c.in_place_offset(0)) if c.in_place else (0, 0)
         if n_in:

@@ -64,13 +64,15 @@ def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -
     rank's frame, of ``g^x h^y k^key``; None where a region cannot be rotated piece by piece."""
     out = np.zeros((len(_PRIMES), n), np.int64)
     xs = rotate(seg, "x", frame, axes)
-    for p in xs or ():
+    if xs is None:
+        return None
+    for p in xs:
         ys = rotate(p, "y", frame, axes)
         if ys is None:
             return None
         for part in ys:
             out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
-    return out if xs is not None else None
+    return out
 
 
 def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:

@@ -99,13 +99,12 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
         layout = _Layout(plans, call)
         if len(plans) >= quotient.QUOTIENT_MIN_RANKS:
             try:
-                rep = quotient.run(plans, call, layout.ops, layout.sizes, seed, levels)
+                rep = quotient.run(plans, call, layout, seed, levels)
             except (ArithmeticError, IndexError, ValueError) as e:     # a plan the quotient did not foresee: the grid
                 rep = f"{type(e).__name__}: {e}"                         # decides (tests call quotient.run directly)
             if not isinstance(rep, str):
                 return rep
         sim = _Sim(plans, call, seed, layout=layout)
-        del layout
         try:
             return sim.run()
         except SimulationError as e:
@@ -124,10 +123,11 @@ def simulate(plans: Sequence[Plan], call: Call | OpSpec, count: int | None = Non
 
 
 class _Layout:
-    """Every rank's plan as rows (:class:`PlanArrays`), and the buffers' sizes: what the grid and the quotient share."""
+    """Every rank's plan as rows (:class:`PlanArrays`), the buffers' sizes and their keys: what the grid and the
+    quotient share (and :class:`~.checks.Checks` asks of them)."""
 
     def __init__(self, plans: Sequence[Plan], call: Call) -> None:
-        n = len(plans)
+        self.n = n = len(plans)
         if n != call.nranks:
             raise ValueError(f"expecting {call.nranks} plans for {call.op} over {call.nranks} ranks, got {n}")
         for r, p in enumerate(plans):
@@ -145,6 +145,13 @@ class _Layout:
                                     reserve=lambda actions: memory.require(what, memory.BYTES_PER_ACTION * actions))
         nscr = max((int(side.end[(side.buf == 2) & (side.size > 0)].max(initial=0)) for side in (ops.src, ops.dst)))
         self.sizes = np.array([nin, nout, nscr], dtype=np.int64)
+        # a rank's keys: its input, output and scratch one after the other, one unused key after each
+        self.at = np.concatenate([[0], np.cumsum(self.sizes + 1)])
+        self.span = int(self.at[3])
+
+    def base(self, rank, buf) -> np.ndarray:
+        """The key of element 0 of ``buf`` (code) of ``rank``."""
+        return np.asarray(rank, dtype=np.int64) * self.span + self.at[np.asarray(buf)]
 
 
 class _Sim:
@@ -158,9 +165,7 @@ class _Sim:
         ins, shift, what, ops = lay.ins, lay.shift, lay.what, lay.ops
         self.what, self.ops, self.sizes = what, ops, lay.sizes
         nin, nout, nscr = lay.sizes.tolist()
-        # a rank's keys: its input, output and scratch one after the other, one unused key after each
-        self.at = np.concatenate([[0], np.cumsum(self.sizes + 1)])
-        self.span = int(self.at[3])
+        self.at, self.span, self.base = lay.at, lay.span, lay.base
         if n * self.span >= _KEY_LIMIT:
             raise ValueError(f"expecting ranks x (input + output + scratch elements) < 2^62 to simulate, got {n} x "
                              f"({nin} + {nout} + {nscr}): use a smaller count")
@@ -207,10 +212,6 @@ class _Sim:
         if self.use_mask:
             g.mask[idx] = np.left_shift(np.int64(1), r.astype(np.int64))
         g.origin[idx] = keys[idx] - self.init[0][who]
-
-    def base(self, rank, buf) -> np.ndarray:
-        """The key of element 0 of ``buf`` (code) of ``rank``."""
-        return np.asarray(rank, dtype=np.int64) * self.span + self.at[np.asarray(buf)]
 
     # -- errors -------------------------------------------------------------------------
     def fail(self, rank: int, what: str) -> SimulationError:
