@@ -139,8 +139,9 @@ class _Blocks:
     (``f = C // N`` elements a slice, the last ``t = C - f (N - 1)``: NHR, Ring) makes slices of two sizes, and
     rank ``r``'s tail is rank 0's slice ``N - 1 - r``; no element-wise rotation maps one rank's plan onto
     another's. Slice-wise one does: where every region of every buffer is whole slices (a period of ``C``
-    elements is ``N`` units), rank 0 in units decides as before, and each move pairs slices of equal sizes (the tail with the tail: its
-    sides' tail flags, ``tail[side][row]``, must agree). Raises :class:`_NotBlocks` otherwise."""
+    elements is ``N`` units), rank 0 in units decides as before, and each move pairs slices of equal sizes (the
+    tail with the tail: its sides' tail flags, ``tail[side][row]``, must agree). Raises :class:`_NotBlocks`
+    otherwise."""
 
     def __init__(self, ops: PlanArrays, sizes: np.ndarray, count: int, n: int) -> None:
         f, t = count // n, count - count // n * (n - 1)
