@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -38,6 +40,26 @@ def test_a_worker_that_dies_ends_the_sweep_with_what_finished():
     assert rc == 1, err[-2000:]
     last = out.strip().splitlines()[-1]
     assert last.startswith("# ABORTED after ") and "a worker process died" in last, last
+
+
+def test_stopping_early_leaves_no_thread_behind(monkeypatch):
+    """The pool's manager thread has ended when the sweep stops: at exit Python writes to that thread's wake-up pipe
+    while it is still running, and the thread closes it ("OSError: Bad file descriptor" after Ctrl-C, in CI)."""
+    import pyhccl.verify.sweep as sweep
+
+    def run_task(task):                  # forked workers inherit this: the first task ends, the second never does
+        if task.topo != "1x1x2":
+            time.sleep(600)
+        return sweep.Outcome(task, 2)
+
+    monkeypatch.setattr(sweep, "run_task", run_task)
+    before = set(threading.enumerate())
+    outcomes = sweep.run_tasks([sweep.Task("allreduce", "Ring", "1x1x2"), sweep.Task("allreduce", "Ring", "1x1x3")],
+                               jobs=2, ordered=False)
+    assert next(outcomes).task.topo == "1x1x2"
+    outcomes.close()                     # the caller stops reading, as a Ctrl-C does
+    assert [t.name for t in set(threading.enumerate()) - before if t.is_alive()] == []
+    assert multiprocessing.active_children() == []
 
 
 def _sweep(args: list[str], interrupt: bool = False) -> tuple[int, str, str]:

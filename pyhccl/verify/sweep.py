@@ -186,16 +186,17 @@ def _ignore_interrupts() -> None:
 def _stop(pool: ProcessPoolExecutor) -> None:
     """Cancel the batches not started and end the workers at once (a batch may run for minutes)."""
     workers = list((getattr(pool, "_processes", None) or {}).values())    # Python < 3.14 has no terminate_workers
+    # the pool's manager thread closes its wake-up pipe as it ends; at exit Python writes to that pipe if the thread
+    # has not ended yet (a race that printed "OSError: Bad file descriptor" after Ctrl-C): wait for it below. Taken
+    # before shutdown(), which drops the pool's reference to it.
+    manager = getattr(pool, "_executor_manager_thread", None)
     pool.shutdown(wait=False, cancel_futures=True)
     for w in workers:
         w.terminate()
     for w in workers:
         w.join(5)
-    # the pool's manager thread closes its wake-up pipe as it ends; at exit Python writes to that pipe if the thread
-    # has not ended yet (a race that printed "OSError: Bad file descriptor" after Ctrl-C): wait for it here
-    manager = getattr(pool, "_executor_manager_thread", None)
     if manager is not None:
-        manager.join(5)
+        manager.join(30)
 
 
 def canonical_ops(text: str) -> list[str]:
