@@ -15,7 +15,7 @@ import pytest
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
 from pyhccl.plan.ir import Kind, Region, copy
-from pyhccl.verify import quotient, rotation, sim
+from pyhccl.verify import quotient, relation, rotation, sim
 from pyhccl.verify.api import machine
 from pyhccl.verify.sim import SimulationError, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
@@ -102,6 +102,25 @@ def test_multi_level_plans_pass_on_rank_0_rotating_each_level(algo, topo, levels
 def test_multi_level_faults_the_grid_reports_are_never_passed(algo, topo, levels, monkeypatch):
     call = Call("all_gather", int(np.prod(levels)), 7)
     assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
+
+
+@pytest.mark.parametrize("op, algo, topo, levels", [("all_gather", "NHR", None, ()),
+                                                     ("reduce_scatter", "MeshChunk", None, ()),
+                                                     ("allreduce:tail", "Ring", None, ()),
+                                                     ("all_gather", "AicpuAllGatherParallelMeshNHR", "1x4x4", (4, 4))])
+def test_relations_hashed_a_few_rows_at_a_time_decide_alike(op, algo, topo, levels, monkeypatch):
+    """The relations' sums are taken over chunks of rows (2^16 at scale): in chunks of 3 rows the fault-free plans
+    still pass and every fault the grid reports is still declined."""
+    call = _call(op, 7) if topo is None else Call(op, int(np.prod(levels)), 7)
+    plans = _machine_plans(algo, topo, call) if topo else [build_plan(call, algo, r) for r in range(call.nranks)]
+    chunk = relation._CHUNK
+    relation._CHUNK = 3             # (set by hand: the fault comparison undoes the monkeypatch between its runs)
+    try:
+        got = _quotient(plans, call, levels)
+        assert not isinstance(got, str), got
+        assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
+    finally:
+        relation._CHUNK = chunk
 
 
 def test_mixed_radix_rotations():

@@ -93,7 +93,7 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
     sample = np.unique(np.array([0, 1, n // 2, n - 1] + [a for a in levels[:1] if a < n]))
     scratch = [(block, ALL), (block, 1), (block, 2)] if whole else [(0, 0), (block, ALL), (block, 1), (block, 2)]
     frames = [np.array([units + [u_scr], [ALL, ALL, k]], np.int64) for u_scr, k in scratch]
-    frames = [f for f in frames if periods_kept(ops, f, n)]
+    frames = [f for f, kept in zip(frames, periods_kept(ops, frames, n)) if kept]
     for shape, frame in ((a, f) for a in shapes for f in frames):
         # scratch: not rotated, or periods of n blocks, all or the first k (then slots); a cheap look at a few
         # ranks first: most plans that differ differ there

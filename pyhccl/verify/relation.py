@@ -9,6 +9,7 @@ about 2^-60.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -19,6 +20,8 @@ from .rows import REDUCE, PlanArrays
 __all__ = ["hash_bases", "relations_alike", "sides_alike"]
 
 _PRIMES = (2147483647, 2147483629)      # primes below 2^31: a product of two residues fits an int64
+_CHUNK = 1 << 15                        # rows hashed at a time
+_THREADS = 2                            # threads hashing chunks (numpy releases the GIL in its loops)
 
 
 def hash_bases(seed: int, n: int) -> np.ndarray:
@@ -30,13 +33,17 @@ def hash_bases(seed: int, n: int) -> np.ndarray:
             return bases
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _table(g: int, p: int) -> np.ndarray:
-    """``g ** (i << 8 k) % p`` for ``k < 4``, ``i < 256``: an exponent below 2^32 in four lookups."""
-    t = np.empty((4, 256), np.int64)
-    for k in range(4):
-        b = pow(g, 1 << (8 * k), p)
-        t[k] = [pow(b, i, p) for i in range(256)]
+    """``g ** (i << 16 k) % p`` for ``k < 2``, ``i < 2^16``: an exponent below 2^32 in two lookups."""
+    t = np.ones((2, 1 << 16), np.int64)
+    for k in range(2):
+        b = pow(g, 1 << (16 * k), p)
+        w = 1
+        while w < 1 << 15:              # t[w:2w] = t[:w] * b^w, doubling
+            t[k][w:2 * w] = t[k][:w] * pow(b, w, p) % p
+            w *= 2
+        t[k][w:] = t[k][:w] * pow(b, w, p) % p
     return t
 
 
@@ -44,10 +51,7 @@ def _pow(g: int, exp: np.ndarray, p: int) -> np.ndarray:
     """``g ** exp % p`` elementwise (``exp`` reduced mod ``p - 1``)."""
     e = np.asarray(exp, np.int64) % (p - 1)
     t = _table(g, p)
-    out = t[0][e & 255]
-    for k in (1, 2, 3):
-        out = out * t[k][(e >> (8 * k)) & 255] % p
-    return out
+    return t[0][e & 0xFFFF] * t[1][e >> 16] % p
 
 
 def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
@@ -62,17 +66,30 @@ def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
 def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -> np.ndarray | None:
     """Per prime, per owner (``seg['own']`` below ``n``): the sum over the segments' elements, each side in its
     rank's frame, of ``g^x h^y k^key``; None where a region cannot be rotated piece by piece."""
-    out = np.zeros((len(_PRIMES), n), np.int64)
-    xs = rotate(seg, "x", frame, axes)
-    if xs is None:
-        return None
-    for p in xs:
-        ys = rotate(p, "y", frame, axes)
-        if ys is None:
+    rows = len(seg["x"])
+
+    def chunk(a: int) -> np.ndarray | None:
+        out = np.zeros((len(_PRIMES), n), np.int64)
+        xs = rotate({k: v[a:a + _CHUNK] for k, v in seg.items()}, "x", frame, axes)
+        if xs is None:
             return None
-        for part in ys:
-            out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
-    return out
+        for p in xs:
+            ys = rotate(p, "y", frame, axes)
+            if ys is None:
+                return None
+            for part in ys:
+                out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
+        return out
+
+    starts = range(0, rows, _CHUNK)         # (a sum over rows: in chunks whose temporaries stay in cache)
+    if _THREADS > 1 and len(starts) > 2:
+        with ThreadPoolExecutor(_THREADS) as pool:
+            sums = list(pool.map(chunk, starts))
+    else:
+        sums = [chunk(a) for a in starts]
+    if any(s is None for s in sums):
+        return None
+    return sum(sums, np.zeros((len(_PRIMES), n), np.int64)) % np.array(_PRIMES, np.int64)[:, None]
 
 
 def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
@@ -83,8 +100,10 @@ def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
     for k, p in enumerate(_PRIMES):
         g, h, kk = (int(v) for v in bases[k])
         term = _pow(g, x0, p) * _pow(h, y0, p) % p * _pow(kk, seg["key"], p) % p
-        a = _pow(g, seg["sx"], p) * _pow(h, seg["sy"], p) % p
-        term = term * _geometric(a, seg["i1"] - seg["i0"], p) % p
+        many = np.flatnonzero(seg["i1"] - seg["i0"] != 1)         # (a region of one piece: a factor of 1)
+        if len(many):
+            a = _pow(g, seg["sx"][many], p) * _pow(h, seg["sy"][many], p) % p
+            term[many] = term[many] * _geometric(a, seg["i1"][many] - seg["i0"][many], p) % p
         gh = g * h % p
         inv = pow(gh - 1, p - 2, p)             # (g h is not 1: g, h drawn from [2, p - 2) and checked)
         term = term * ((_pow(gh, seg["j1"] - seg["j0"], p) - 1) % p * inv % p) % p
@@ -108,16 +127,21 @@ def relations_alike(ops, n, frame, axes, bases, s, r, loc) -> bool:
     key_x = ((ops.step[r] * 3) * n + rel) * 9 + ops.dst.buf[r] * 3 + ops.src.buf[s]
     key_l = ((ops.step[loc] * 3 + np.where(ops.kind[loc] == REDUCE, 2, 1)) * n) * 9 + ops.dst.buf[loc] * 3 \
         + ops.src.buf[loc]
-    segs = [_segments(ops, r, s, recv_rank, send_rank, key_x),
-            _segments(ops, loc, loc, ops.rank[loc], ops.rank[loc], key_l)]
-    f = _hash({k: np.concatenate([a[k] for a in segs]) for k in segs[0]}, n, bases, frame, axes)
-    return f is not None and bool((f == f[:, :1]).all())
+    f = _hash(_segments(ops, r, s, recv_rank, send_rank, key_x), n, bases, frame, axes)
+    g = None if f is None else _hash(_segments(ops, loc, loc, ops.rank[loc], ops.rank[loc], key_l), n, bases, frame,
+                                     axes)
+    if g is None:
+        return False
+    f = (f + g) % np.array(_PRIMES, np.int64)[:, None]
+    return bool((f == f[:, :1]).all())
 
 
 def sides_alike(ops, n, frame, axes, bases, sample) -> bool:
     """Whether each side of the rows of the ``sample`` ranks (what each sends and receives, to and from which
     relative rank; what its locals read and write) is rank 0's, rotated: a necessary condition, on few rows."""
-    rows = np.flatnonzero(np.isin(ops.rank, sample) & ((ops.src.size > 0) | (ops.dst.size > 0)))
+    mark = np.zeros(n, bool)
+    mark[sample] = True
+    rows = np.flatnonzero(mark[ops.rank] & ((ops.src.size > 0) | (ops.dst.size > 0)))
     rank = ops.rank[rows]
     who = np.searchsorted(sample, rank)
     rel = np.where(ops.local[rows] == 0, axes.rel(np.maximum(ops.peer[rows], 0), rank), 0)

@@ -184,14 +184,19 @@ def _cut_at(seg: dict, side: str) -> tuple[list[dict], list[dict]]:
             [dict(seg, i0=ia, i1=mid, j0=np.maximum(j0, jm)), dict(seg, i0=ib)])
 
 
-def periods_kept(ops: PlanArrays, frame: np.ndarray, n: int) -> bool:
-    """Whether every region of a rotated period lies within it (see :func:`rotate`)."""
+def periods_kept(ops: PlanArrays, frames: list[np.ndarray], n: int) -> list[bool]:
+    """Per frame, whether every region of a rotated period lies within it (see :func:`rotate`)."""
+    kept = [True] * len(frames)
     for side in (ops.src, ops.dst):
         for b in range(3):
-            period = int(frame[0][b]) * n
-            rows = np.flatnonzero((side.buf == b) & (side.size > 0)) if period else ()
-            if len(rows):
-                first = side.off[rows] // period
-                if ((first < frame[1][b]) & (first != (side.end[rows] - 1) // period)).any():
-                    return False
-    return True
+            rows = np.flatnonzero((side.buf == b) & (side.size > 0))
+            spans = {}                  # per period: the first period of each region, and whether it ends there
+            for i, frame in enumerate(frames):
+                period = int(frame[0][b]) * n
+                if period and len(rows) and kept[i]:
+                    if period not in spans:
+                        first = side.off[rows] // period
+                        spans[period] = first, first != (side.end[rows] - 1) // period
+                    first, across = spans[period]
+                    kept[i] = not (across & (first < frame[1][b])).any()
+    return kept
