@@ -201,9 +201,10 @@ class Side:
 
 def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
     """The rounds (steps that transfer data) of the rank with most, and the elements the rank that sends most sends."""
-    xfer = ops.local == 0
-    rounds = np.unique(ops.rank[xfer] * (ops.nsteps + 1) + ops.step[xfer]) // (ops.nsteps + 1)
+    xfer = np.flatnonzero(ops.local == 0)
+    key = ops.step[xfer] * n + ops.rank[xfer]       # (rows come in (step, rank) order: plans come in rank order)
+    rounds = ops.rank[xfer[np.flatnonzero(np.diff(key, prepend=-1))]]         # each (rank, step) once
     sent = np.zeros(n, np.int64)
-    sends = xfer & (ops.kind == 0)
+    sends = (ops.local == 0) & (ops.kind == SEND)
     np.add.at(sent, ops.rank[sends], ops.src.size[sends])
     return int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0))
