@@ -4,7 +4,7 @@ A rank's *relation* is each element it receives, with the relative rank and the 
 each element its local operations read and write, all in its rotated frame (:mod:`.rotation`). Relations are
 compared as sums of ``g^x h^y k^key`` modulo two primes near 2^31: a strided region's sum is a product of two
 geometric series, so a region costs O(1) whatever its pieces; different relations agree with probability
-about 2^-60.
+about 2^-60. The sums are taken over chunks of rows, two threads at a time.
 """
 
 from __future__ import annotations
@@ -83,8 +83,11 @@ def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -
 
     starts = range(0, rows, _CHUNK)         # (a sum over rows: in chunks whose temporaries stay in cache)
     if _THREADS > 1 and len(starts) > 2:
-        with ThreadPoolExecutor(_THREADS) as pool:
+        pool = ThreadPoolExecutor(_THREADS)
+        try:
             sums = list(pool.map(chunk, starts))
+        finally:                # (stopped by Ctrl-C or a deadline: the chunks not started are dropped)
+            pool.shutdown(cancel_futures=True)
     else:
         sums = [chunk(a) for a in starts]
     if any(s is None for s in sums):
