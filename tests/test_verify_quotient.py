@@ -8,6 +8,7 @@ quotient must decline every plan set the grid rejects, and the grid then reports
 """
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
 from pyhccl.plan.ir import Kind, Region, copy
-from pyhccl.verify import quotient, relation, rotation, sim
+from pyhccl.verify import quotient, relation, rotation, sim, slots
+from pyhccl.verify.rows import COPY, REDUCE, Side
 from pyhccl.verify.api import machine
 from pyhccl.verify.sim import SimulationError, simulate
 from test_verify_sim import edit          # one plan's step rewritten (tests/test_verify_sim.py)
@@ -121,6 +123,82 @@ def test_relations_hashed_a_few_rows_at_a_time_decide_alike(op, algo, topo, leve
         assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
     finally:
         relation._CHUNK = chunk
+
+
+#: HCCL's multi-level ReduceScatters: alike up to a rotation of each level once the receive slots are composed away
+_RS_LEVELS = [("AicpuReduceScatterParallelMeshNHR", "1x4x4", (4, 4)),
+              ("AicpuReduceScatterSequenceMeshConcurNHR", "1x4x3", (3, 4)),
+              ("AicpuReduceScatterSequenceMeshConcurNHRNHR", "2x2x4", (4, 2, 2)),
+              ("AicpuReduceScatterSequenceMeshConcurNHRNHR", "2x4x2", (2, 4, 2))]
+
+
+@pytest.mark.parametrize("count", [1, 7, 10**10 + 19])
+@pytest.mark.parametrize("algo, topo, levels", _RS_LEVELS)
+def test_multi_level_reduce_scatters_pass_on_rank_0_their_slots_composed(algo, topo, levels, count):
+    call = Call("reduce_scatter", int(np.prod(levels)), count)
+    plans = _machine_plans(algo, topo, call)
+    got = _quotient(plans, call, levels)
+    assert not isinstance(got, str), got
+    grid = sim._Sim(plans, call, 0).run()
+    assert (got.rounds, got.max_elements_sent) == (grid.rounds, grid.max_elements_sent)
+
+
+@pytest.mark.parametrize("algo, topo, levels", _RS_LEVELS)
+def test_multi_level_reduce_scatter_faults_the_grid_reports_are_never_passed(algo, topo, levels, monkeypatch):
+    call = Call("reduce_scatter", int(np.prod(levels)), 7)
+    assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
+
+
+def _locals(rows):
+    """Flat rows of local operations, one rank: (step, kind, (src off, cnt, rep, stride), (dst ...)), in scratch."""
+    cols = list(zip(*rows))
+    src, dst = (Side(np.full(len(rows), 2), *(np.array(c) for c in zip(*side))) for side in (cols[2], cols[3]))
+    return SimpleNamespace(step=np.array(cols[0]), kind=np.array(cols[1]), rank=np.zeros(len(rows), np.int64),
+                           src=src, dst=dst, nsteps=max(cols[0]) + 1)
+
+
+def test_local_operations_are_judged_order_free_element_by_element():
+    interleaved = [(0, COPY, (100, 1, 4, 8), (0, 1, 4, 8)), (0, COPY, (200, 1, 4, 8), (4, 1, 4, 8))]  # hulls meet
+    assert slots.order_free(_locals(interleaved), np.arange(2))
+    chain = [(0, REDUCE, (100, 4, 1, 0), (0, 1, 4, 8)), (0, REDUCE, (104, 4, 1, 0), (0, 1, 4, 8))]
+    assert slots.order_free(_locals(chain), np.arange(2))                   # sums commute
+    for bad in ([(0, COPY, (100, 4, 1, 0), (0, 1, 4, 8)), (0, REDUCE, (104, 4, 1, 0), (8, 4, 1, 0))],  # copy, reduce
+                [(0, COPY, (100, 1, 4, 8), (0, 1, 4, 8)), (0, COPY, (24, 1, 1, 0), (300, 1, 1, 0))],   # read a write
+                [(0, COPY, (100, 1, 4, 8), (0, 1, 4, 8)), (0, COPY, (200, 2, 1, 0), (7, 2, 1, 0))]):   # write twice
+        assert not slots.order_free(_locals(bad), np.arange(2))
+    apart = [(0, COPY, (100, 1, 4, 8), (0, 1, 4, 8)), (1, COPY, (200, 2, 1, 0), (7, 2, 1, 0))]   # other steps
+    assert slots.order_free(_locals(apart), np.arange(2))
+
+
+def test_rotated_segments_hold_the_elements_rotated(seed=5):
+    """rotation.rotate against the element-by-element rule, for regions that run through periods of each axis
+    (contiguous, strided, pieces across period ends)."""
+    rng = np.random.default_rng(seed)
+    axes, unit = rotation.Axes((2, 3, 2)), 2
+    period = unit * axes.n
+    frame = np.array([[unit, unit, unit], [rotation.ALL] * 3], np.int64)
+
+    def moved(e, r):
+        block = axes.sub(e % period // unit, r)
+        return e // period * period + block * unit + e % unit
+
+    for _ in range(300):
+        cnt, rep = int(rng.integers(1, 13)), int(rng.integers(1, 4))
+        stride = int(rng.integers(cnt, 25)) if rep > 1 else 0
+        x, y = (int(rng.integers(0, 4 * period - (stride * (rep - 1) + cnt))) for _ in range(2))
+        rx, ry = (int(v) for v in rng.integers(0, axes.n, 2))
+        one = np.ones(1, np.int64)
+        seg = dict(x=x * one, sx=stride * one, bx=0 * one, rx=rx * one, y=y * one, sy=stride * one, by=1 * one,
+                   ry=ry * one, i0=0 * one, i1=rep * one, j0=0 * one, j1=cnt * one, key=0 * one, own=0 * one)
+        want = sorted((moved(x + i * stride + j, rx), moved(y + i * stride + j, ry))
+                      for i in range(rep) for j in range(cnt))
+        got = []
+        for part in rotation.rotate(seg, "x", frame, axes):
+            for q in rotation.rotate(part, "y", frame, axes):
+                for k in range(len(q["x"])):
+                    got += [(int(q["x"][k] + i * q["sx"][k] + j), int(q["y"][k] + i * q["sy"][k] + j))
+                            for i in range(q["i0"][k], q["i1"][k]) for j in range(q["j0"][k], q["j1"][k])]
+        assert sorted(got) == want, (x, y, cnt, rep, stride, rx, ry)
 
 
 def test_mixed_radix_rotations():

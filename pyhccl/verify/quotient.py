@@ -7,8 +7,9 @@ rank 0's, rotated: element ``x`` of rank ``r`` holds what element ``x - r u`` of
 contributing rank ``c`` read as ``c + r`` (mod N). So rank 0 alone, simulated exactly (its contributors as
 an N-bit set, each element's input index), decides the call for every rank: at 8192 ranks an AllGather's
 grid holds N^2 = 67 M atoms, rank 0's N. On a machine of several levels the rotation moves each digit of the
-rank (device, server, pod) on its own (HCCL's multi-level AllGathers); an AllReduce cut into floor + tail
-slices rotates slice by slice (:class:`_Blocks`).
+rank (device, server, pod) on its own (HCCL's multi-level AllGathers and ReduceScatters; the latter's receive
+slots, placed by level, are composed away: :mod:`.slots`); an AllReduce cut into floor + tail slices rotates
+slice by slice (:class:`_Blocks`).
 
 :func:`run` accepts a plan set only after it has shown, on the flat rows (:class:`~.rows.PlanArrays`) and in
 time linear in them, that the set is rotation-symmetric:
@@ -20,8 +21,9 @@ time linear in them, that the set is rotation-symmetric:
    sum is a product of two geometric series, so a region costs O(1) whatever its pieces, and a region
    that a rotation splits where it wraps costs a few. Different relations give equal sums with
    probability about 2^-60 (the simulator's 64-bit keys take the same kind of risk above 64 ranks);
-3. each rank's local operations of a step touch disjoint data (so their order, which a rotation may
-   change, does not matter);
+3. each rank's local operations of a step give the same result in any order (a rotation may change it): their
+   regions' hulls are disjoint, or else, element by element, rank 0's are (:func:`~.slots.order_free`: the
+   relations carry that to every rank);
 
 then simulates rank 0 exactly and checks its output against the postcondition (:mod:`.rotation`: the frames;
 :mod:`.relation`: the relations' hashes; :mod:`.rank0`: rank 0's run). Anything else (a fault, a
@@ -32,6 +34,8 @@ quotient only ever says "passed".
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from ..core.call import Call
@@ -40,6 +44,7 @@ from .rank0 import Rank0
 from .relation import hash_bases, relations_alike, sides_alike
 from .rotation import ALL, Axes, periods_kept
 from .rows import PlanArrays, Side, counts
+from .slots import order_free, slot_pairs
 
 __all__ = ["QUOTIENT_MIN_RANKS", "applies", "run"]
 
@@ -94,11 +99,14 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
     scratch = [(block, ALL), (block, 1), (block, 2)] if whole else [(0, 0), (block, ALL), (block, 1), (block, 2)]
     frames = [np.array([units + [u_scr], [ALL, ALL, k]], np.int64) for u_scr, k in scratch]
     frames = [f for f, kept in zip(frames, periods_kept(ops, frames, n)) if kept]
-    for shape, frame in ((a, f) for a in shapes for f in frames):
+    pairs: dict = {}                    # per frame: its receive slots composed away (None: none)
+    for shape, (i, frame) in ((a, f) for a in shapes for f in enumerate(frames)):
         # scratch: not rotated, or periods of n blocks, all or the first k (then slots); a cheap look at a few
         # ranks first: most plans that differ differ there
-        axes = Axes(shape)
-        if sides_alike(ops, n, frame, axes, hashes, sample):
+        if i not in pairs:
+            pairs[i] = None if whole else slot_pairs(ops, frame, n)
+        slots, axes = pairs[i], Axes(shape)
+        if sides_alike(ops, n, frame, axes, hashes, sample, () if slots is None else slots):
             break
     else:
         return "the sampled ranks' regions are not rank 0's rotated"
@@ -107,15 +115,17 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
         return "a structural fault"
     s, r = checks.sends, checks.recvs
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
-    for a, b in ((s, r), (loc, loc)):
+    ops = _alike_pieces(ops, s, r, loc)
+    moves = [(s, r), (loc, loc)] + ([] if slots is None else [(_sender(s, r, slots[0], len(ops.step)), slots[1])])
+    for a, b in moves:
         if not (np.array_equal(ops.src.cnt[a], ops.dst.cnt[b]) and np.array_equal(ops.src.rep[a], ops.dst.rep[b])):
             return "the two sides of a move are cut into different pieces"
         if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
             return "a move pairs the tail slice with another"
-    if (checks.lead[0] >= checks.lead[1]).any():
-        return "a rank's local operations of a step touch common data (their order matters)"
-    if not relations_alike(ops, n, frame, axes, hashes, s, r, loc):
+    if not relations_alike(ops, n, frame, axes, hashes, s, r, loc, slots):
         return "the ranks' relations are not rank 0's rotated"
+    if (checks.lead[0] >= checks.lead[1]).any() and not order_free(ops, loc[ops.rank[loc] == 0]):
+        return "a rank's local operations of a step touch common data (their order matters)"
     post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0) if c.count]
     n_in = call.input_count(0)
     if whole:
@@ -128,6 +138,31 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
         return atoms
     rounds, sent = counts(layout.ops, n)        # (elements, not slices)
     return SimReport(n, rounds, sent, n * atoms, quotient=True)
+
+
+def _alike_pieces(ops, s, r, loc):
+    """``ops`` with each move's two sides in the same pieces where one side is contiguous and the other the same
+    number of elements in pieces (``[20:24]`` received from ``[1:2|4x4]`` read as ``[20:21|4x1]``); the rest as
+    they are."""
+    src = [ops.src.cnt.copy(), ops.src.rep.copy(), ops.src.stride.copy()]
+    dst = [ops.dst.cnt.copy(), ops.dst.rep.copy(), ops.dst.stride.copy()]
+    for a, b in ((s, r), (loc, loc)):
+        ca, ra, cb, rb = src[0][a], src[1][a], dst[0][b], dst[1][b]
+        differ = (ca != cb) | (ra != rb)
+        for (rows, side), (c, k, one, total) in (((b, dst), (ca, ra, rb, cb)), ((a, src), (cb, rb, ra, ca))):
+            fix = differ & (one == 1) & (total == c * k)
+            side[0][rows[fix]], side[1][rows[fix]], side[2][rows[fix]] = c[fix], k[fix], c[fix]
+            differ &= ~fix
+    out = copy.copy(ops)
+    out.src, out.dst = (Side(old.buf, old.off, *new) for old, new in ((ops.src, src), (ops.dst, dst)))
+    return out
+
+
+def _sender(s: np.ndarray, r: np.ndarray, recv: np.ndarray, rows: int) -> np.ndarray:
+    """The send rows matched with receive rows ``recv`` (-1: none)."""
+    send_of = np.full(rows, -1, np.int64)
+    send_of[r] = s
+    return send_of[recv]
 
 
 class _NotBlocks(Exception):

@@ -123,28 +123,48 @@ def _segments(ops: PlanArrays, xrows, yrows, xrank, yrank, key) -> dict:
                 by=s.buf[yrows], ry=yrank, i0=zero, i1=d.rep[xrows], j0=zero, j1=d.cnt[xrows], key=key, own=xrank)
 
 
-def relations_alike(ops, n, frame, axes, bases, s, r, loc) -> bool:
-    """Whether every rank's relation (its receives with their sources, its local operations) is rank 0's."""
-    recv_rank, send_rank = ops.rank[r], ops.rank[s]
-    rel = axes.rel(send_rank, recv_rank)
-    key_x = ((ops.step[r] * 3) * n + rel) * 9 + ops.dst.buf[r] * 3 + ops.src.buf[s]
-    key_l = ((ops.step[loc] * 3 + np.where(ops.kind[loc] == REDUCE, 2, 1)) * n) * 9 + ops.dst.buf[loc] * 3 \
-        + ops.src.buf[loc]
-    f = _hash(_segments(ops, r, s, recv_rank, send_rank, key_x), n, bases, frame, axes)
-    g = None if f is None else _hash(_segments(ops, loc, loc, ops.rank[loc], ops.rank[loc], key_l), n, bases, frame,
-                                     axes)
-    if g is None:
-        return False
-    f = (f + g) % np.array(_PRIMES, np.int64)[:, None]
-    return bool((f == f[:, :1]).all())
+def relations_alike(ops, n, frame, axes, bases, s, r, loc, slots=None) -> bool:
+    """Whether every rank's relation (its receives with their sources, its local operations) is rank 0's; with
+    ``slots`` (receive rows and, aligned, the local rows that read them: :func:`~.slots.slot_pairs`) each such
+    pair counts as one local operation reading the sender's data."""
+    rows = [(r, s, "transfer")]
+    if slots is not None:
+        recv, local = slots
+        send_of = np.full(len(ops.step), -1, np.int64)
+        send_of[r] = s
+        if (send_of[recv] < 0).any():
+            return False
+        taken = np.zeros(len(ops.step), bool)
+        taken[recv] = taken[local] = True
+        rows = [(r[~taken[r]], s[~taken[r]], "transfer"), (local, send_of[recv], "composed")]
+        loc = loc[~taken[loc]]
+    out = np.zeros((len(_PRIMES), n), np.int64)
+    for x, y, what in rows + [(loc, loc, "local")]:
+        # (x: the rows whose destination, y: those whose source; the rank-relative source; a code of the kind)
+        reduce = ops.kind[x] == REDUCE
+        if what == "local":
+            rel, code = 0, np.where(reduce, 2, 1)
+        else:
+            rel = axes.rel(ops.rank[y], ops.rank[x])
+            code = 0 if what == "transfer" else np.where(reduce, 4, 3)
+        key = ((ops.step[x] * 5 + code) * n + rel) * 9 + ops.dst.buf[x] * 3 + ops.src.buf[y]
+        f = _hash(_segments(ops, x, y, ops.rank[x], ops.rank[y], key), n, bases, frame, axes)
+        if f is None:
+            return False
+        out = (out + f) % np.array(_PRIMES, np.int64)[:, None]
+    return bool((out == out[:, :1]).all())
 
 
-def sides_alike(ops, n, frame, axes, bases, sample) -> bool:
+def sides_alike(ops, n, frame, axes, bases, sample, skip=()) -> bool:
     """Whether each side of the rows of the ``sample`` ranks (what each sends and receives, to and from which
-    relative rank; what its locals read and write) is rank 0's, rotated: a necessary condition, on few rows."""
+    relative rank; what its locals read and write) is rank 0's, rotated: a necessary condition, on few rows.
+    The rows in ``skip`` (arrays: receive slots composed away) are left out."""
     mark = np.zeros(n, bool)
     mark[sample] = True
-    rows = np.flatnonzero(mark[ops.rank] & ((ops.src.size > 0) | (ops.dst.size > 0)))
+    keep = mark[ops.rank] & ((ops.src.size > 0) | (ops.dst.size > 0))
+    for rows in skip:
+        keep[rows] = False
+    rows = np.flatnonzero(keep)
     rank = ops.rank[rows]
     who = np.searchsorted(sample, rank)
     rel = np.where(ops.local[rows] == 0, axes.rel(np.maximum(ops.peer[rows], 0), rank), 0)

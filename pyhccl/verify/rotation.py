@@ -109,16 +109,21 @@ def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, spl
     if not (within | apart).all():
         if not split:
             return None
-        rest = _by_period(_take(seg, ~(within | apart)), side, period[~(within | apart)])
-        if rest is None:
-            return None
-        out = []
-        for part in (_take(seg, within | apart), rest):
-            got = _rotate_axis(part, side, part.pop("_w"), z, part.pop("_g"), split=False)
-            if got is None:
-                return None
-            out += got
-        return out
+        rest = ~(within | apart)
+        other = "y" if side == "x" else "x"     # contiguous through several periods (both sides): cut at their ends
+        one = rest & ((i1 - i0 == 1) | ((j0 == 0) & (j1 == s) & (seg["s" + other] == s)))
+        many = rest & ~one
+        out = _each(side, z, [_take(seg, within | apart)] + (_unroll(_take(seg, one), side, period[one])
+                                                              if one.any() else []))
+        if out is None or not many.any():
+            return out
+        more = _by_period(_take(seg, many), side, period[many])
+        got = None if more is None else _each(side, z, [more])
+        if got is None:                         # pieces through period ends: each piece on its own, cut at them
+            more = _pieces(_take(seg, many))
+            got = None if more is None else _each(side, z, _unroll(more, side, np.repeat(period[many],
+                                                                                         more.pop("_k"))))
+        return None if got is None else out + got
     last = b + (i1 - 1) * s + j1 - 1
     low_all, high_all = within & (last < start + gw), within & (first >= start + gw)
     whole = low_all | high_all              # (most: below or above the cut as a whole, moved as they are)
@@ -145,7 +150,18 @@ def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, spl
     return out
 
 
-_PERIODS = 64           # a progression through more periods of an axis than this is not cut: declined
+def _each(side: str, z: int, parts: list[dict]) -> list[dict] | None:
+    """:func:`_rotate_axis` of parts each within a period or apart (no further cut), joined."""
+    out = []
+    for part in parts:
+        got = _rotate_axis(part, side, part.pop("_w"), z, part.pop("_g"), split=False)
+        if got is None:
+            return None
+        out += got
+    return out
+
+
+_PERIODS = 256          # a progression through more periods of an axis than this is not cut: declined
 
 
 def _by_period(seg: dict, side: str, period: np.ndarray) -> dict | None:
@@ -165,6 +181,36 @@ def _by_period(seg: dict, side: str, period: np.ndarray) -> dict | None:
     last = np.minimum(i1[at], -((bb + jj - (q + 1) * period[at]) // ss))
     out["i0"], out["i1"] = first, last
     return _take(out, last > first)
+
+
+def _unroll(seg: dict, side: str, period: np.ndarray) -> list[dict]:
+    """``seg`` (a run of contiguous elements on both sides) cut where ``side``'s periods end: a head, then the
+    whole periods as pieces one period apart, then a tail."""
+    other = "y" if side == "x" else "x"
+    at = {v: seg[v] + seg["i0"] * seg["s" + v] + seg["j0"] for v in (side, other)}     # each side's first
+    size = (seg["i1"] - seg["i0"]) * (seg["j1"] - seg["j0"])
+    head = np.minimum(size, (-at[side]) % period)                  # up to the first period's end
+    tail = head + (size - head) // period * period
+    zero, one = np.zeros_like(size), np.ones_like(size)
+    ends = dict(seg, i0=zero, i1=one, **{side: at[side], other: at[other], "s" + side: zero, "s" + other: zero})
+    mid = dict(ends, i1=(tail - head) // period, j0=zero, j1=period,
+               **{side: at[side] + head, other: at[other] + head, "s" + side: period, "s" + other: period})
+    parts = [dict(ends, j0=zero, j1=head), _take(mid, mid["i1"] > 0), dict(ends, j0=tail, j1=size)]
+    return [_take(p, p["j1"] > p["j0"]) for p in parts]
+
+
+def _pieces(seg: dict) -> dict | None:
+    """``seg``'s pieces as segments of one piece each (``_k``: how many each segment made); None where one has
+    more than :data:`_PERIODS`."""
+    k = seg["i1"] - seg["i0"]
+    if (k > _PERIODS).any():
+        return None
+    at = np.repeat(np.arange(len(k)), k)
+    out = _take(seg, at)
+    out["i0"] = out["i0"] + np.arange(len(at)) - np.repeat(np.cumsum(k) - k, k)
+    out["i1"] = out["i0"] + 1
+    out["_k"] = k
+    return out
 
 
 def _take(seg: dict, mask: np.ndarray) -> dict:

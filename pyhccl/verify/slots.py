@@ -1,0 +1,123 @@
+"""Receive slots composed away, for the quotient (:mod:`pyhccl.verify.quotient`).
+
+HCCL's multi-level ReduceScatters receive each peer's data into a slot of scratch and reduce it from there
+in the same step; where a slot lies depends on the rank's place in its level (Mesh: by the peer's device;
+NHR: by the rank's server), so no rotation of scratch maps one rank's slots onto another's. What the slot
+holds does map: "receive ``y`` from rank ``q`` into slot ``S``, then reduce ``S`` into ``x``" is "reduce ``y``
+of rank ``q`` into ``x``", wherever ``S`` is. :func:`slot_pairs` finds the receives and locals that can be
+read so, on every rank, and the quotient compares the ranks' relations with them composed.
+
+The composition is exact where, on every rank:
+
+- each receive into the slot area (scratch past the frame's rotated periods) is read, in its step, by
+  exactly one local operation whose source is exactly its region, and each local that reads the area
+  reads such a region (so a slot's data feeds one operation, whatever the slot's place);
+- no send reads the area and no local writes it (slot data is never read outside its step, so a slot's
+  place may differ from step to step);
+- the slot receives of a rank's step have disjoint spans (no slot takes two receives).
+
+Else nothing is composed and the quotient compares the slots as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .rotation import ALL
+from .rows import RECV, REDUCE, SEND, PlanArrays
+
+__all__ = ["order_free", "slot_pairs"]
+
+_SCRATCH = 2
+
+
+def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The receive rows into the slot area and, aligned, the local rows that read each (see the module); None
+    where there are none or they cannot be composed."""
+    unit, k = int(frame[0][_SCRATCH]), int(frame[1][_SCRATCH])
+    if unit == 0 or k >= ALL:
+        return None
+    edge = unit * k * n                     # scratch from here on: slots
+    src, dst = ops.src, ops.dst
+    slot = []
+    for side in (src, dst):
+        scr = (side.buf == _SCRATCH) & (side.size > 0)
+        if (scr & (side.off < edge) & (side.end > edge)).any():
+            return None                     # a region across the edge
+        slot.append(scr & (side.off >= edge))
+    xfer = ops.local == 0
+    if (xfer & (ops.kind == SEND) & slot[0]).any() or (~xfer & slot[1]).any():
+        return None
+    recv = np.flatnonzero(xfer & (ops.kind == RECV) & slot[1])
+    local = np.flatnonzero(~xfer & slot[0])
+    if not len(recv) or len(recv) != len(local):
+        return None
+    keys = []
+    for rows, side in ((recv, dst), (local, src)):
+        cols = (ops.rank[rows], ops.step[rows], side.off[rows], side.cnt[rows], side.rep[rows], side.stride[rows])
+        order = np.lexsort(cols[::-1])
+        keys.append((rows[order], [c[order] for c in cols]))
+    (recv, a), (local, b) = keys
+    if not all(np.array_equal(x, y) for x, y in zip(a, b)):
+        return None                         # a slot received and not read as a whole, or read and not received
+    if not _disjoint(a[0] * (ops.nsteps + 1) + a[1], a[2], a[3], a[4], a[5]):
+        return None                         # two receives of a rank's step into one element
+    return recv, local
+
+
+def _disjoint(group: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> bool:
+    """Whether the regions of each group touch no common element: their hulls, and where hulls meet (strided
+    regions interleaved), their pieces."""
+    end = off + stride * (rep - 1) + cnt
+    meet = _meeting(group, off, end)
+    if not meet.any():
+        return True
+    rows = np.flatnonzero(np.isin(group, group[meet]))         # those groups, piece by piece
+    k = rep[rows]
+    at = np.repeat(rows, k)
+    start = off[at] + (np.arange(len(at)) - np.repeat(np.cumsum(k) - k, k)) * stride[at]
+    return not _meeting(group[at], start, start + cnt[at]).any()
+
+
+def _meeting(group: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Per interval ``[start, stop)``: whether it meets an interval of its group (the ends ranked among all, so
+    that each group's span fits one int64 key)."""
+    ends, at = np.unique(np.concatenate([start, stop]), return_inverse=True)
+    lo, hi = np.split(at.reshape(-1), 2)
+    width = len(ends) + 1
+    _, g = np.unique(group, return_inverse=True)
+    lo, hi = g.reshape(-1) * width + lo, g.reshape(-1) * width + hi
+    order = np.argsort(lo, kind="stable")
+    reach = np.maximum.accumulate(hi[order])             # (groups apart: a group's keys lie above the last's)
+    hit = np.zeros(len(lo), bool)
+    hit[order[1:]] = lo[order[1:]] < reach[:-1]
+    hit[order[:-1]] |= hit[order[1:]]                    # (and the interval it meets, roughly: only any() is read)
+    return hit
+
+
+def order_free(ops: PlanArrays, rows: np.ndarray) -> bool:
+    """Whether one rank's local operations of each step (``rows``) give the same result in any order, element by
+    element: an element a copy writes is touched by nothing else, one a reduce writes only by other reduces (sums
+    commute), and nothing reads an element the step writes.
+
+    Asked of rank 0 alone: where every rank's relation is rank 0's rotated (each step's elements written by copies,
+    by reduces and read, as multisets), every rank answers as rank 0 does. (The simulator's own check,
+    :class:`~.checks.Checks`, judges hulls: strided regions interleaved meet there.)"""
+    if not len(rows):
+        return True
+    both = np.concatenate([rows, rows])
+    kind = np.concatenate([np.where(ops.kind[rows] == REDUCE, 1, 0), np.full(len(rows), 2)])   # copy, reduce, read
+    buf, off, cnt, rep, stride = (np.concatenate([getattr(side, f)[rows] for side in (ops.dst, ops.src)])
+                                  for f in ("buf", "off", "cnt", "rep", "stride"))
+    at = np.repeat(np.arange(len(both)), rep)            # piece by piece
+    start = off[at] + (np.arange(len(at)) - np.repeat(np.cumsum(rep) - rep, rep)) * stride[at]
+    ends, where = np.unique(np.concatenate([start, start + cnt[at]]), return_inverse=True)
+    _, group = np.unique(ops.step[both][at] * 3 + buf[at], return_inverse=True)
+    lo, hi = (group.reshape(-1) * (len(ends) + 1) + w for w in np.split(where.reshape(-1), 2))   # groups apart
+    order = np.argsort(lo, kind="stable")
+    lo, hi, kind = lo[order], hi[order], kind[at][order]
+    copy, red, read = (np.concatenate(([-1], np.maximum.accumulate(np.where(kind == k, hi, -1))[:-1]))
+                       for k in range(3))               # per kind: the furthest end of those that start before
+    clash = lo < np.select([kind == 0, kind == 1], [np.maximum(np.maximum(copy, red), read), np.maximum(copy, read)],
+                           np.maximum(copy, red))
+    return not clash.any()
