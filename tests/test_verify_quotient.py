@@ -47,6 +47,12 @@ _LEVELS = [("AicpuAllGatherParallelMeshNHR", "1x4x4", (4, 4)), ("AicpuAllGatherS
            ("AicpuAllGatherSequenceMeshConcurNHRNHR", "2x2x4", (4, 2, 2)),
            ("AicpuAllGatherParallelMeshNHR", "2x2x4", (4, 2, 2))]
 
+#: HCCL's multi-level ReduceScatters: alike up to a rotation of each level once the receive slots are composed away
+_RS_LEVELS = [("AicpuReduceScatterParallelMeshNHR", "1x4x4", (4, 4)),
+              ("AicpuReduceScatterSequenceMeshConcurNHR", "1x4x3", (3, 4)),
+              ("AicpuReduceScatterSequenceMeshConcurNHRNHR", "2x2x4", (4, 2, 2)),
+              ("AicpuReduceScatterSequenceMeshConcurNHRNHR", "2x4x2", (2, 4, 2))]
+
 
 def _machine_plans(algo, topo, call):
     m = machine(topo)
@@ -88,10 +94,13 @@ def test_plans_that_are_not_rotations_are_declined(op, algo):
     assert isinstance(got, str) and "not rank 0's rotated" in got
 
 
+_BY_LEVEL = [("all_gather",) + c for c in _LEVELS] + [("reduce_scatter",) + c for c in _RS_LEVELS]
+
+
 @pytest.mark.parametrize("count", [1, 7, 10**10 + 19])
-@pytest.mark.parametrize("algo, topo, levels", _LEVELS)
-def test_multi_level_plans_pass_on_rank_0_rotating_each_level(algo, topo, levels, count):
-    call = Call("all_gather", int(np.prod(levels)), count)
+@pytest.mark.parametrize("op, algo, topo, levels", _BY_LEVEL)
+def test_multi_level_plans_pass_on_rank_0_rotating_each_level(op, algo, topo, levels, count):
+    call = Call(op, int(np.prod(levels)), count)
     plans = _machine_plans(algo, topo, call)
     got = _quotient(plans, call, levels)
     assert not isinstance(got, str), got
@@ -100,9 +109,9 @@ def test_multi_level_plans_pass_on_rank_0_rotating_each_level(algo, topo, levels
     assert "not rank 0's rotated" in _quotient(plans, call)         # (one rotation of all ranks does not map them)
 
 
-@pytest.mark.parametrize("algo, topo, levels", _LEVELS)
-def test_multi_level_faults_the_grid_reports_are_never_passed(algo, topo, levels, monkeypatch):
-    call = Call("all_gather", int(np.prod(levels)), 7)
+@pytest.mark.parametrize("op, algo, topo, levels", _BY_LEVEL)
+def test_multi_level_faults_the_grid_reports_are_never_passed(op, algo, topo, levels, monkeypatch):
+    call = Call(op, int(np.prod(levels)), 7)
     assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
 
 
@@ -123,30 +132,6 @@ def test_relations_hashed_a_few_rows_at_a_time_decide_alike(op, algo, topo, leve
         assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
     finally:
         relation._CHUNK = chunk
-
-
-#: HCCL's multi-level ReduceScatters: alike up to a rotation of each level once the receive slots are composed away
-_RS_LEVELS = [("AicpuReduceScatterParallelMeshNHR", "1x4x4", (4, 4)),
-              ("AicpuReduceScatterSequenceMeshConcurNHR", "1x4x3", (3, 4)),
-              ("AicpuReduceScatterSequenceMeshConcurNHRNHR", "2x2x4", (4, 2, 2)),
-              ("AicpuReduceScatterSequenceMeshConcurNHRNHR", "2x4x2", (2, 4, 2))]
-
-
-@pytest.mark.parametrize("count", [1, 7, 10**10 + 19])
-@pytest.mark.parametrize("algo, topo, levels", _RS_LEVELS)
-def test_multi_level_reduce_scatters_pass_on_rank_0_their_slots_composed(algo, topo, levels, count):
-    call = Call("reduce_scatter", int(np.prod(levels)), count)
-    plans = _machine_plans(algo, topo, call)
-    got = _quotient(plans, call, levels)
-    assert not isinstance(got, str), got
-    grid = sim._Sim(plans, call, 0).run()
-    assert (got.rounds, got.max_elements_sent) == (grid.rounds, grid.max_elements_sent)
-
-
-@pytest.mark.parametrize("algo, topo, levels", _RS_LEVELS)
-def test_multi_level_reduce_scatter_faults_the_grid_reports_are_never_passed(algo, topo, levels, monkeypatch):
-    call = Call("reduce_scatter", int(np.prod(levels)), 7)
-    assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
 
 
 def _locals(rows):
