@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from ..plan.ir import Buf, Region
-from .atoms import Moves
+from .atoms import Moves, unique
 from .rows import BUF_NAMES, COPY, RECV, REDUCE, SEND, PlanArrays
 
 __all__ = ["Checks", "region_text"]
@@ -138,7 +138,7 @@ class Checks:
         # keyed by group, then by key within the rank (a rank's keys span sim.span)
         within = g * sim.span - sim.base(np.tile(rk, 2)[sel], 0)
         if ngroups * sim.span >= _KEY_LIMIT:        # too many to key: by the hulls' ranks among the ends
-            coords = np.unique(np.concatenate([lo, hi]))
+            coords = unique(np.concatenate([lo, hi]))
             within = g * (len(coords) + 1)
             lo, hi = np.searchsorted(coords, lo), np.searchsorted(coords, hi)
         start, end = within + lo, within + hi
