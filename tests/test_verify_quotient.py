@@ -155,6 +155,15 @@ def test_local_operations_are_judged_order_free_element_by_element():
     assert slots.order_free(_locals(apart), np.arange(2))
 
 
+def test_slot_receives_of_a_step_are_judged_disjoint_piece_by_piece():
+    a = np.array
+    # group, offset, count, repeat, stride: two strided slots interleaved (hulls meet, pieces do not), then a third
+    # that hits the first's second piece; in another group the same offsets again
+    assert slots._disjoint(a([0, 0]), a([32, 36]), a([1, 1]), a([2, 2]), a([8, 8]))
+    assert not slots._disjoint(a([0, 0, 0]), a([32, 36, 40]), a([1, 1, 1]), a([2, 2, 1]), a([8, 8, 0]))
+    assert slots._disjoint(a([0, 1]), a([32, 32]), a([4, 4]), a([1, 1]), a([0, 0]))
+
+
 def test_rotated_segments_hold_the_elements_rotated(seed=5):
     """rotation.rotate against the element-by-element rule, for regions that run through periods of each axis
     (contiguous, strided, pieces across period ends)."""

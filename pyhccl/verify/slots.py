@@ -29,6 +29,7 @@ from .rows import RECV, REDUCE, SEND, PlanArrays
 __all__ = ["order_free", "slot_pairs"]
 
 _SCRATCH = 2
+_PIECES = 1 << 24          # pieces of slots whose hulls meet compared one by one, at most (more: not composed)
 
 
 def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -74,6 +75,8 @@ def _disjoint(group: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarr
         return True
     rows = np.flatnonzero(np.isin(group, group[meet]))         # those groups, piece by piece
     k = rep[rows]
+    if k.sum() > _PIECES:
+        return False
     at = np.repeat(rows, k)
     start = off[at] + (np.arange(len(at)) - np.repeat(np.cumsum(k) - k, k)) * stride[at]
     return not _meeting(group[at], start, start + cnt[at]).any()
@@ -91,7 +94,6 @@ def _meeting(group: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarr
     reach = np.maximum.accumulate(hi[order])             # (groups apart: a group's keys lie above the last's)
     hit = np.zeros(len(lo), bool)
     hit[order[1:]] = lo[order[1:]] < reach[:-1]
-    hit[order[:-1]] |= hit[order[1:]]                    # (and the interval it meets, roughly: only any() is read)
     return hit
 
 
