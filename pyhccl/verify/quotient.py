@@ -116,8 +116,13 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
     s, r = checks.sends, checks.recvs
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
     ops = _alike_pieces(ops, s, r, loc)
-    moves = [(s, r), (loc, loc)] + ([] if slots is None else [(_sender(s, r, slots[0], len(ops.step)), slots[1])])
-    for a, b in moves:
+    if slots is not None:               # (the receive rows, the locals that read them, and the receives' senders)
+        send_of = np.full(len(ops.step), -1, np.int64)
+        send_of[r] = s
+        slots = slots + (send_of[slots[0]],)
+        if (slots[2] < 0).any():
+            return "a receive into a slot without its send"
+    for a, b in [(s, r), (loc, loc)] + ([] if slots is None else [(slots[2], slots[1])]):
         if not (np.array_equal(ops.src.cnt[a], ops.dst.cnt[b]) and np.array_equal(ops.src.rep[a], ops.dst.rep[b])):
             return "the two sides of a move are cut into different pieces"
         if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
@@ -156,13 +161,6 @@ def _alike_pieces(ops, s, r, loc):
     out = copy.copy(ops)
     out.src, out.dst = (Side(old.buf, old.off, *new) for old, new in ((ops.src, src), (ops.dst, dst)))
     return out
-
-
-def _sender(s: np.ndarray, r: np.ndarray, recv: np.ndarray, rows: int) -> np.ndarray:
-    """The send rows matched with receive rows ``recv`` (-1: none)."""
-    send_of = np.full(rows, -1, np.int64)
-    send_of[r] = s
-    return send_of[recv]
 
 
 class _NotBlocks(Exception):

@@ -116,7 +116,7 @@ def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
 
 def _segments(ops: PlanArrays, xrows, yrows, xrank, yrank, key) -> dict:
     """The moves from side ``src`` of ``yrows`` (in the frame of rank ``yrank``) to side ``dst`` of ``xrows``
-    (owned by ``xrank``, in its frame), as segments (see :func:`_rotate`)."""
+    (owned by ``xrank``, in its frame), as segments (see :func:`~.rotation.rotate`)."""
     d, s = ops.dst, ops.src
     zero = np.zeros(len(xrows), np.int64)
     return dict(x=d.off[xrows], sx=d.stride[xrows], bx=d.buf[xrows], rx=xrank, y=s.off[yrows], sy=s.stride[yrows],
@@ -125,18 +125,14 @@ def _segments(ops: PlanArrays, xrows, yrows, xrank, yrank, key) -> dict:
 
 def relations_alike(ops, n, frame, axes, bases, s, r, loc, slots=None) -> bool:
     """Whether every rank's relation (its receives with their sources, its local operations) is rank 0's; with
-    ``slots`` (receive rows and, aligned, the local rows that read them: :func:`~.slots.slot_pairs`) each such
-    pair counts as one local operation reading the sender's data."""
+    ``slots`` (receive rows and, aligned, the local rows that read them (:func:`~.slots.slot_pairs`) and the sends
+    matched with the receives) each such local counts as reading the sender's data."""
     rows = [(r, s, "transfer")]
     if slots is not None:
-        recv, local = slots
-        send_of = np.full(len(ops.step), -1, np.int64)
-        send_of[r] = s
-        if (send_of[recv] < 0).any():
-            return False
+        recv, local, send = slots
         taken = np.zeros(len(ops.step), bool)
         taken[recv] = taken[local] = True
-        rows = [(r[~taken[r]], s[~taken[r]], "transfer"), (local, send_of[recv], "composed")]
+        rows = [(r[~taken[r]], s[~taken[r]], "transfer"), (local, send, "composed")]
         loc = loc[~taken[loc]]
     out = np.zeros((len(_PRIMES), n), np.int64)
     for x, y, what in rows + [(loc, loc, "local")]:

@@ -205,6 +205,6 @@ def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
     key = ops.step[xfer] * n + ops.rank[xfer]       # (rows come in (step, rank) order: plans come in rank order)
     rounds = ops.rank[xfer[np.flatnonzero(np.diff(key, prepend=-1))]]         # each (rank, step) once
     sent = np.zeros(n, np.int64)
-    sends = (ops.local == 0) & (ops.kind == SEND)
+    sends = xfer[ops.kind[xfer] == SEND]
     np.add.at(sent, ops.rank[sends], ops.src.size[sends])
     return int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0))

@@ -74,27 +74,35 @@ def _disjoint(group: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarr
     if not meet.any():
         return True
     rows = np.flatnonzero(np.isin(group, group[meet]))         # those groups, piece by piece
-    k = rep[rows]
-    if k.sum() > _PIECES:
+    if rep[rows].sum() > _PIECES:
         return False
-    at = np.repeat(rows, k)
-    start = off[at] + (np.arange(len(at)) - np.repeat(np.cumsum(k) - k, k)) * stride[at]
+    at, start = _pieces(rows, off, rep, stride)
     return not _meeting(group[at], start, start + cnt[at]).any()
 
 
+def _pieces(rows: np.ndarray, off: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each piece of the regions ``rows``: its region's index, and its first element."""
+    k = rep[rows]
+    at = np.repeat(rows, k)
+    return at, off[at] + (np.arange(len(at)) - np.repeat(np.cumsum(k) - k, k)) * stride[at]
+
+
 def _meeting(group: np.ndarray, start: np.ndarray, stop: np.ndarray) -> np.ndarray:
-    """Per interval ``[start, stop)``: whether it meets an interval of its group (the ends ranked among all, so
-    that each group's span fits one int64 key)."""
-    ends, at = np.unique(np.concatenate([start, stop]), return_inverse=True)
-    lo, hi = np.split(at.reshape(-1), 2)
-    width = len(ends) + 1
-    _, g = np.unique(group, return_inverse=True)
-    lo, hi = g.reshape(-1) * width + lo, g.reshape(-1) * width + hi
+    """Per interval ``[start, stop)``: whether it meets an interval of its group that starts before it."""
+    lo, hi = _keys(group, start, stop)
     order = np.argsort(lo, kind="stable")
-    reach = np.maximum.accumulate(hi[order])             # (groups apart: a group's keys lie above the last's)
     hit = np.zeros(len(lo), bool)
-    hit[order[1:]] = lo[order[1:]] < reach[:-1]
+    hit[order[1:]] = lo[order[1:]] < np.maximum.accumulate(hi[order])[:-1]
     return hit
+
+
+def _keys(group: np.ndarray, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals as int64 keys: within a group ordered as their ends, each group's above the last group's (the
+    ends ranked among all, so that the keys fit whatever the offsets)."""
+    ends, at = np.unique(np.concatenate([start, stop]), return_inverse=True)
+    _, g = np.unique(group, return_inverse=True)
+    lo, hi = (g.reshape(-1) * (len(ends) + 1) + a for a in np.split(at.reshape(-1), 2))
+    return lo, hi
 
 
 def order_free(ops: PlanArrays, rows: np.ndarray) -> bool:
@@ -111,11 +119,8 @@ def order_free(ops: PlanArrays, rows: np.ndarray) -> bool:
     kind = np.concatenate([np.where(ops.kind[rows] == REDUCE, 1, 0), np.full(len(rows), 2)])   # copy, reduce, read
     buf, off, cnt, rep, stride = (np.concatenate([getattr(side, f)[rows] for side in (ops.dst, ops.src)])
                                   for f in ("buf", "off", "cnt", "rep", "stride"))
-    at = np.repeat(np.arange(len(both)), rep)            # piece by piece
-    start = off[at] + (np.arange(len(at)) - np.repeat(np.cumsum(rep) - rep, rep)) * stride[at]
-    ends, where = np.unique(np.concatenate([start, start + cnt[at]]), return_inverse=True)
-    _, group = np.unique(ops.step[both][at] * 3 + buf[at], return_inverse=True)
-    lo, hi = (group.reshape(-1) * (len(ends) + 1) + w for w in np.split(where.reshape(-1), 2))   # groups apart
+    at, start = _pieces(np.arange(len(both)), off, rep, stride)
+    lo, hi = _keys(ops.step[both][at] * 3 + buf[at], start, start + cnt[at])
     order = np.argsort(lo, kind="stable")
     lo, hi, kind = lo[order], hi[order], kind[at][order]
     copy, red, read = (np.concatenate(([-1], np.maximum.accumulate(np.where(kind == k, hi, -1))[:-1]))
