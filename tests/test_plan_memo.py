@@ -79,14 +79,16 @@ def _roles():
 def test_a_template_run_from_offset_0_and_moved_is_the_template_run_where_its_data_are(role, name):
     """The memo runs a template on data from offset 0 and moves the data's regions where they are (every
     level-1 group of a super pod shares one run per position): equal, region for region, to running it there.
-    Data in scratch is not moved; slices of unequal sizes at scattered offsets (VSlices) are."""
+    Data in scratch is moved where it lies below the template's own scratch (and only its regions there), slices
+    of unequal sizes at scattered offsets (VSlices) too."""
     from pyhccl.plan.slices import VSlices
     table = getattr(templates, role)
     raw = table[name].__wrapped__
     rooted = role in ("SCATTER", "GATHER", "BCAST", "REDUCE")
     n = 5
     datas = [Region(Buf.OUTPUT, off, count) for off in (0, 13, 4096) for count in (1, 7, 1001)]
-    datas.append(Region(Buf.INPUT, 29, 1001))
+    datas += [Region(Buf.INPUT, 29, 1001), Region(Buf.SCRATCH, 13, 7), Region(Buf.SCRATCH, 29, 35),
+              Region(Buf.SCRATCH, 40, 1001)]
     slices = [Slices.floor_tail(off, count, n) for off in (0, 13, 4096) for count in (1, 7, 1001)]
     slices += [Slices.ceil(31, 1001, n), VSlices((40, 9, 100, 77, 60), (3, 0, 11, 5, 2)),
                VSlices((24, 28, 32, 36, 40), (2, 2, 2, 2, 2), 3, 20)]

@@ -52,6 +52,20 @@ def test_a_moved_step_is_the_step_with_its_regions_in_that_buffer_moved():
     assert both.moved == (Buf.SCRATCH, 8) and both == Step((send(11, out), recv(12, scr)), (reduce(out, scr),))
 
 
+def test_a_bounded_move_moves_only_the_regions_that_start_below_its_bound():
+    data, own = Region(Buf.SCRATCH, 0, 4), Region(Buf.SCRATCH, 16, 4)        # data in scratch, the template's past 16
+    step = Step((send(1, data), recv(2, own)), (reduce(data, own),))
+    s = Renamed(step, (10, 11, 12), (Buf.SCRATCH, 8, 16))
+    moved = Region(Buf.SCRATCH, 8, 4)
+    assert s == Step((send(11, moved), recv(12, own)), (reduce(moved, own),)) and s.moved == (Buf.SCRATCH, 8, 16)
+    # nested: a bounded move does not add up with another; the inner one is made at once
+    twice = Renamed(s, tuple(range(13)), (Buf.SCRATCH, 2, 16))
+    assert twice == Step((send(11, Region(Buf.SCRATCH, 10, 4)), recv(12, own)), (reduce(Region(Buf.SCRATCH, 10, 4), own),))
+    assert twice.template is not step
+    rows = PlanArrays([replace(build_plan(Call("allreduce", 3, 9), "NHR", 0), steps=(s,))], None)
+    assert rows.src.off.tolist() == [8, 0, 16] and rows.dst.off.tolist() == [0, 16, 8] and rows.action(2) == s.local[0]
+
+
 def test_a_merged_step_is_its_parts_one_after_the_other():
     from pyhccl.plan.executors import merge
     a, b = Renamed(canon(), (10, 11, 12), (Buf.OUTPUT, 100)), Renamed(canon(), (20, 21, 22))
@@ -78,8 +92,9 @@ def test_rows_of_renamed_steps_equal_those_of_the_plain_steps(topo, op, algo):
     plans = [build_plan(Call(op, m.nranks, 10**6 + 7), algo, r, m) for r in range(m.nranks)]
     parts = [q for p in plans for s in p.steps for q in (s.parts if type(s) is Merged else (s,))]
     assert any(type(q) is Renamed for q in parts)
-    # a level's block run from offset 0 and moved (not the ReduceScatter's: its data are in scratch out of place)
-    assert any(type(q) is Renamed and q.moved for q in parts) == (op != "reduce_scatter")
+    # a level's block run from offset 0 and moved (the ReduceScatter's in scratch, below the template's own scratch)
+    assert any(type(q) is Renamed and q.moved for q in parts)
+    assert any(type(q) is Renamed and q.moved and len(q.moved) == 3 for q in parts) == (op == "reduce_scatter")
     assert any(type(s) is Merged for p in plans for s in p.steps) == ("Parallel" in algo)     # two levels at once
     plain = [replace(p, steps=tuple(Step(s.transfers, s.local) for s in p.steps)) for p in plans]
     a, b = PlanArrays(plans, None), PlanArrays(plain, None)

@@ -22,7 +22,7 @@ from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Plan, Region, Step, copy, recv, send
+from .ir import Buf, Region, Step, copy, recv, send
 from .shared import Merged, Renamed, action_count
 from .slices import Slices, VSlices
 from .templates import positions
@@ -66,19 +66,40 @@ def scratch_end(steps: Sequence[Step]) -> int:
         if type(s) is Merged:
             end = max(end, scratch_end(s.parts))
             continue
-        if type(s) is Renamed and (s.moved is None or s.moved[0] is not Buf.SCRATCH):
-            s = s.template          # its scratch is the template's: counted once for every group and move
-        hit = _STEP_END.get(id(s))
-        if hit is None or hit[0] is not s:
-            if len(_STEP_END) >= _STEP_END_SIZE:
-                _STEP_END.clear()
-            hit = _STEP_END[id(s)] = (s, Plan(0, (s,)).scratch_count())
-        if hit[1] > end:
-            end = hit[1]
+        below, delta = None, 0
+        if type(s) is Renamed:
+            m = s.moved
+            if m is not None and m[0] is Buf.SCRATCH:       # regions in scratch moved (below ``m[2]``: data only)
+                below, delta = (m[2] if len(m) == 3 else _EVERY), m[1]
+            s = s.template      # its scratch is the template's: counted once for every group and move
+        low, high = _ends(s, below)
+        end = max(end, low + delta if low else 0, high)
     return end
 
 
-_STEP_END: dict[int, tuple[Step, int]] = {}
+def _ends(s: Step, below: int | None) -> tuple[int, int]:
+    """One past the highest scratch element of ``s``'s regions that start below ``below`` and of the others
+    (None: all in the second), remembered."""
+    key = (id(s), below)
+    hit = _STEP_END.get(key)
+    if hit is None or hit[0] is not s:
+        if len(_STEP_END) >= _STEP_END_SIZE:
+            _STEP_END.clear()
+        low = high = 0
+        for acts in (s.transfers, s.local):
+            for a in acts:
+                for r in (a.src, a.dst):
+                    if r is not None and r.buf is Buf.SCRATCH and r.count:
+                        if below is not None and r.offset < below:
+                            low = max(low, r.end)
+                        else:
+                            high = max(high, r.end)
+        hit = _STEP_END[key] = (s, low, high)
+    return hit[1], hit[2]
+
+
+_STEP_END: dict[tuple[int, int | None], tuple[Step, int, int]] = {}
+_EVERY = 1 << 62
 _STEP_END_SIZE = 1 << 16
 
 

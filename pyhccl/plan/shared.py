@@ -17,9 +17,9 @@ from .ir import Action, Buf, Region, Step, _action, region_unchecked
 __all__ = ["Renamed", "Merged", "moved_actions", "action_count"]
 
 
-def _moved(r: Region | None, buf: Buf, delta: int) -> Region | None:
-    """``r`` ``delta`` elements further on where it is in ``buf``."""
-    if r is None or r.buf is not buf:
+def _moved(r: Region | None, buf: Buf, delta: int, below: int | None = None) -> Region | None:
+    """``r`` ``delta`` elements further on where it is in ``buf`` (with ``below``: only if it starts below it)."""
+    if r is None or r.buf is not buf or (below is not None and r.offset >= below):
         return r
     return (region_unchecked if r.offset + delta >= 0 else Region)(buf, r.offset + delta, r.count, r.repeat, r.stride)
 
@@ -27,7 +27,9 @@ def _moved(r: Region | None, buf: Buf, delta: int) -> Region | None:
 class Renamed(Step):
     """A step of a template run on positions (peers ``0..n-1``), for a group of ranks: its transfers are
     ``canon``'s with every peer ``p`` renamed ``group[p]``, and, with ``moved = (buf, delta)``, every region
-    in ``buf`` (transfers' and locals') ``delta`` elements further on; made when first read.
+    in ``buf`` (transfers' and locals') ``delta`` elements further on; with ``moved = (buf, delta, below)``,
+    only the regions that start below ``below`` (data in scratch, the template's own scratch past it stays);
+    made when first read.
 
     A super pod's plans hold millions of transfers that differ from a template's only in their peers
     and in where their group's data starts; the simulator's rows (:class:`pyhccl.verify.rows.PlanArrays`)
@@ -37,14 +39,16 @@ class Renamed(Step):
 
     __slots__ = ("template", "group", "moved", "_made", "_made_local")
 
-    def __init__(self, step: Step, group: tuple[int, ...], moved: tuple[Buf, int] | None = None) -> None:
+    def __init__(self, step: Step, group: tuple[int, ...], moved: tuple | None = None) -> None:
         if isinstance(step, Renamed):
             inner, step = step, step.template
             group = tuple(group[p] for p in inner.group)
             if inner.moved is not None:
-                if moved is None or moved[0] is inner.moved[0]:
-                    moved = inner.moved if moved is None else (moved[0], inner.moved[1] + moved[1])
-                else:                       # regions of two buffers moved: the inner move made now
+                if moved is None:
+                    moved = inner.moved
+                elif moved[0] is inner.moved[0] and len(moved) == len(inner.moved) == 2:
+                    moved = (moved[0], inner.moved[1] + moved[1])
+                else:                       # two buffers moved, or a bounded move: the inner move made now
                     step = Step(tuple(moved_actions(step.transfers, *inner.moved)),
                                 tuple(moved_actions(step.local, *inner.moved)))
         if moved is not None and not moved[1]:
@@ -90,9 +94,9 @@ class Renamed(Step):
         if self.moved is None:
             return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1, a.src, a.dst)
                          for a in self.canon)
-        buf, delta = self.moved
+        m = self.moved
         return tuple(_action(a.kind, g[a.peer] if type(a.peer) is int and 0 <= a.peer < n else -1,
-                             _moved(a.src, buf, delta), _moved(a.dst, buf, delta)) for a in self.canon)
+                             _moved(a.src, *m), _moved(a.dst, *m)) for a in self.canon)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is Renamed and self.template is other.template and self.group == other.group \
@@ -164,9 +168,10 @@ def _plain(step: Step) -> tuple[tuple[Action, ...], tuple[Action, ...]]:
     return step.transfers, step.local
 
 
-def moved_actions(acts: tuple[Action, ...], buf: Buf, delta: int) -> Iterator[Action]:
-    """``acts`` with every region in ``buf`` ``delta`` elements further on."""
-    return (_action(a.kind, a.peer, _moved(a.src, buf, delta), _moved(a.dst, buf, delta)) for a in acts)
+def moved_actions(acts: tuple[Action, ...], buf: Buf, delta: int, below: int | None = None) -> Iterator[Action]:
+    """``acts`` with every region in ``buf`` (with ``below``: that starts below it) ``delta`` elements further on."""
+    return (_action(a.kind, a.peer, _moved(a.src, buf, delta, below), _moved(a.dst, buf, delta, below))
+            for a in acts)
 
 
 def action_count(step: Step) -> int:

@@ -19,6 +19,7 @@ BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
 _BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
 SEND, RECV, REDUCE, COPY = range(4)
+_EVERY = np.iinfo(np.int64).max        # a move's bound where it moves every region of its buffer
 _NO_REGION = SimpleNamespace(buf=None, offset=0, count=0, repeat=1, stride=None)
 _KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
 
@@ -102,8 +103,8 @@ class PlanArrays:
         """The IR action of ``row`` (for messages)."""
         a, peer = self._acts[self._row_act[row]], int(self.peer[row])
         if self._moves is not None and self._moves[1][row]:       # a moved step's: its regions where they are
-            buf = _BUFS[int(self._moves[0][row])]
-            a = next(moved_actions((a,), buf, int(self._moves[1][row])))
+            buf, delta, below = (int(m[row]) for m in self._moves)
+            a = next(moved_actions((a,), _BUFS[buf], delta, below))
         return with_peer(a, peer) if type(a.peer) is int and a.peer != peer else a     # a renamed transfer
 
 
@@ -137,15 +138,16 @@ def _rename(peer: np.ndarray, table: list, code: np.ndarray, sizes: np.ndarray) 
     peer[rows] = np.where(ok, flat[np.where(ok, start[c] + p, 0)], -1)
 
 
-def _moves(table: list, code: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Per row, the buffer code and the offset its part's regions in that buffer move by (part i's ``(buf, delta)``
-    ``table[code[i]]``, or None); None where no part moves."""
+def _moves(table: list, code: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per row, the buffer code, the offset its part's regions in that buffer move by, and the offset they move
+    below (part i's ``(buf, delta[, below])`` ``table[code[i]]``, or None); None where no part moves."""
     if all(m is None for m in table):
         return None
     buf = np.array([-1 if m is None else _BUF[m[0]] for m in table], dtype=np.int64)
     delta = np.array([0 if m is None else m[1] for m in table], dtype=np.int64)
+    below = np.array([_EVERY if m is None or len(m) == 2 else m[2] for m in table], dtype=np.int64)
     rcode = np.repeat(code, sizes)
-    return buf[rcode], delta[rcode]
+    return buf[rcode], delta[rcode], below[rcode]
 
 
 def _side(regions: list, order: np.ndarray, moves: tuple | None, shift: np.ndarray | None) -> "Side":
@@ -157,7 +159,7 @@ def _side(regions: list, order: np.ndarray, moves: tuple | None, shift: np.ndarr
     buf = _ints(rs, "buf", _BUF)[order]
     off = _ints(rs, "offset")[order]
     if moves is not None:
-        off += np.where(buf == moves[0], moves[1], 0)
+        off += np.where((buf == moves[0]) & (off < moves[2]), moves[1], 0)
     if shift is not None:
         aliased = buf == 0
         buf[aliased] = 1

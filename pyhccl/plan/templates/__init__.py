@@ -63,7 +63,9 @@ def memoised(fn):
     and a group of ranks gets that result with the peers relabelled and the data's regions
     moved where they are (:class:`~..shared.Renamed`: every level-0 group of a super pod shares
     one run per position, and so does every level-1 group, wherever its block starts). Data
-    in scratch is not moved (the template's own scratch is there too). A call repeated with
+    in scratch is moved too where it lies wholly below ``scratch``: a template's own scratch
+    starts there and does not depend on where its data start, so only the regions below it
+    move (a ReduceScatter's levels work on a copy of the input in scratch). A call repeated with
     equal arguments (the in-place and out-of-place forms of one call) shares the immutable
     steps. Unhashable arguments (lists of regions) call ``fn`` every time.
     """
@@ -102,9 +104,14 @@ def memoised(fn):
                     zero = VSlices(tuple(o - delta for o in x.offsets), x.counts, x.repeat, x.rstride)
             else:
                 continue
-            if not delta or not isinstance(buf, Buf) or buf is Buf.SCRATCH:
+            if not delta or not isinstance(buf, Buf):
                 return args, None
-            return args[:i] + (zero,) + args[i + 1:], (buf, delta)
+            if buf is not Buf.SCRATCH:
+                return args[:i] + (zero,) + args[i + 1:], (buf, delta)
+            below = dict(kw).get("scratch", 0)      # data in scratch: moved where it lies below the template's own
+            if type(below) is not int or _end(x) > below:
+                return args, None
+            return args[:i] + (zero,) + args[i + 1:], (buf, delta, below)
         return args, None
 
     @wraps(fn)
@@ -117,6 +124,16 @@ def memoised(fn):
         return list(cached(key))
     _MEMOS.update((on_positions, cached))
     return call
+
+
+def _end(data) -> int:
+    """One past the last element of ``data`` (a region or slices)."""
+    if type(data) is Region:
+        return data.offset + (data.repeat - 1) * (data.stride or 0) + data.count
+    if type(data) is Slices:
+        return data.base + data.size * data.regular + (data.tail if data.regular < data.n else 0)
+    spread = (data.repeat - 1) * (data.rstride or 0)
+    return max((o + spread + c for o, c in zip(data.offsets, data.counts) if c), default=data.base)
 
 
 #: Every memoised template's caches (weakly: a template made on the fly, a split one, goes with its function).
