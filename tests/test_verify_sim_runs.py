@@ -68,11 +68,14 @@ def mesh_chunk(n):
     return call, [build_plan(call, "MeshChunk", r) for r in range(n)]
 
 
-@pytest.fixture(params=["keys", "ranks of the ends"])
+@pytest.fixture(params=["keys", "ranks of the ends", "groups two at a time"])
 def keyed(request, monkeypatch):
-    """Both ways the lead is found: hulls keyed by (rank's step, key), or by their ranks among the ends."""
-    if request.param != "keys":
+    """Every way the lead is found: hulls keyed by (rank's step, key), by their ranks among the ends (in groups one
+    at a time), or by key in chunks of two (rank's step) groups (as a super pod's huge buffers are)."""
+    if request.param == "ranks of the ends":
         monkeypatch.setattr("pyhccl.verify.checks._KEY_LIMIT", 0)
+    elif request.param != "keys":
+        monkeypatch.setattr("pyhccl.verify.checks._GROUPS", 2)
 
 
 def test_disjoint_locals_of_a_step_run_as_one_batch(keyed):

@@ -22,6 +22,7 @@ __all__ = ["Checks", "region_text"]
 
 _BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
 _KEY_LIMIT = 2**62
+_GROUPS = None          # (tests: the most groups keyed at once; None: as many as the keys hold)
 
 
 def region_text(buf: int, off: int, cnt: int, rep: int, stride: int) -> str:
@@ -32,6 +33,23 @@ def region_text(buf: int, off: int, cnt: int, rep: int, stride: int) -> str:
 def _first_step(ops: PlanArrays, mask: np.ndarray) -> int:
     rows = np.flatnonzero(mask)
     return int(ops.step[rows[0]]) if len(rows) else ops.nsteps
+
+
+def _overlaps(start: np.ndarray, end: np.ndarray, is_dst: np.ndarray, p: np.ndarray, g: np.ndarray,
+              cut: np.ndarray) -> None:
+    """Hulls ``[start, end)`` (keys ascending with their group ``g``; ``p``: their row's place in its group's
+    locals): lower ``cut[g]`` to the first place where a hull starts inside an earlier write hull of its group,
+    or a write hull inside an earlier read hull."""
+    order = np.argsort(start, kind="stable")
+    start, end, is_dst, p, g = start[order], end[order], is_dst[order], p[order], g[order]
+    at = np.arange(len(start))
+    for writes, hit in ((is_dst, np.ones(len(start), bool)), (~is_dst, is_dst)):
+        e = np.where(writes, end, -1)
+        reach = np.maximum.accumulate(e)
+        who = np.maximum.accumulate(np.where(e == reach, at, 0))
+        prev, partner = np.concatenate(([-1], reach[:-1])), np.concatenate(([0], who[:-1]))
+        flag = hit & (start < prev)
+        np.minimum.at(cut, g[flag], np.minimum(p[flag], p[partner[flag]]))
 
 
 class Checks:
@@ -135,23 +153,25 @@ class Checks:
         sel = np.concatenate(keep)
         lo, hi = np.concatenate(los)[sel], np.concatenate(his)[sel]
         is_dst, p, g = np.concatenate(dsts)[sel], np.tile(pos, 2)[sel], np.tile(gid, 2)[sel]
-        # keyed by group, then by key within the rank (a rank's keys span sim.span)
-        within = g * sim.span - sim.base(np.tile(rk, 2)[sel], 0)
-        if ngroups * sim.span >= _KEY_LIMIT:        # too many to key: by the hulls' ranks among the ends
+        # keyed by group, then by key within the rank (a rank's keys span sim.span); as many groups at once as fit
+        rel = sim.base(np.tile(rk, 2)[sel], 0)
+        lo, hi = lo - rel, hi - rel
+        span = sim.span
+        if span >= _KEY_LIMIT:                      # a rank's keys alone too many: by the hulls' ranks among the ends
             coords = unique(np.concatenate([lo, hi]))
-            within = g * (len(coords) + 1)
-            lo, hi = np.searchsorted(coords, lo), np.searchsorted(coords, hi)
-        start, end = within + lo, within + hi
-        order = np.argsort(start, kind="stable")
-        start, end, is_dst, p, g = start[order], end[order], is_dst[order], p[order], g[order]
-        at = np.arange(len(start))
-        for writes, hit in ((is_dst, np.ones(len(start), bool)), (~is_dst, is_dst)):
-            e = np.where(writes, end, -1)
-            reach = np.maximum.accumulate(e)
-            who = np.maximum.accumulate(np.where(e == reach, at, 0))
-            prev, partner = np.concatenate(([-1], reach[:-1])), np.concatenate(([0], who[:-1]))
-            flag = hit & (start < prev)
-            np.minimum.at(cut, g[flag], np.minimum(p[flag], p[partner[flag]]))
+            lo, hi, span = np.searchsorted(coords, lo), np.searchsorted(coords, hi), len(coords) + 1
+        per = min(max(1, _KEY_LIMIT // span), _GROUPS or ngroups)
+        if per >= ngroups:
+            _overlaps(g * span + lo, g * span + hi, is_dst, p, g, cut)
+        else:                                       # (g ascends in each half: the chunks' rows sorted at little cost)
+            chunk = g // per
+            order = np.argsort(chunk, kind="stable")
+            bounds = np.searchsorted(chunk[order], np.arange(int(chunk[order[-1]]) + 2))
+            for c, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+                if b > a:
+                    i = order[a:b]
+                    key = (g[i] - c * per) * span
+                    _overlaps(key + lo[i], key + hi[i], is_dst[i], p[i], g[i], cut)
         return pos, np.minimum(lead, cut[gid])
 
     def _match(self, ok_x: np.ndarray) -> list[int]:

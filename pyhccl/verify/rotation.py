@@ -214,7 +214,12 @@ def _pieces(seg: dict) -> dict | None:
 
 
 def _take(seg: dict, mask: np.ndarray) -> dict:
-    return {key: v[mask] for key, v in seg.items()}
+    """``seg``'s rows where ``mask`` (booleans, or row indices) holds."""
+    if mask.dtype == bool:
+        if mask.all():
+            return dict(seg)        # (every array is replaced, never written in place: shared safely)
+        mask = np.flatnonzero(mask)
+    return {key: v.take(mask) for key, v in seg.items()}
 
 
 def _cut_at(seg: dict, side: str) -> tuple[list[dict], list[dict]]:

@@ -53,14 +53,19 @@ def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, 
     local = np.flatnonzero(~xfer & slot[0])
     if not len(recv) or len(recv) != len(local):
         return None
-    keys = []
-    for rows, side in ((recv, dst), (local, src)):
-        cols = (ops.rank[rows], ops.step[rows], side.off[rows], side.cnt[rows], side.rep[rows], side.stride[rows])
-        order = np.lexsort(cols[::-1])
-        keys.append((rows[order], [c[order] for c in cols]))
-    (recv, a), (local, b) = keys
-    if not all(np.array_equal(x, y) for x, y in zip(a, b)):
-        return None                         # a slot received and not read as a whole, or read and not received
+    keys = [[ops.rank[rows], ops.step[rows], side.off[rows], side.cnt[rows], side.rep[rows], side.stride[rows]]
+            for rows, side in ((recv, dst), (local, src))]
+    if not all(np.array_equal(x, y) for x, y in zip(*keys)):       # (in row order already, the usual case: aligned)
+        for i, rows in enumerate((recv, local)):
+            order = np.lexsort(keys[i][::-1])
+            keys[i] = [c[order] for c in keys[i]]
+            if i:
+                local = rows[order]
+            else:
+                recv = rows[order]
+        if not all(np.array_equal(x, y) for x, y in zip(*keys)):
+            return None                     # a slot received and not read as a whole, or read and not received
+    a = keys[0]
     if not _disjoint(a[0] * (ops.nsteps + 1) + a[1], a[2], a[3], a[4], a[5]):
         return None                         # two receives of a rank's step into one element
     return recv, local
@@ -70,6 +75,9 @@ def _disjoint(group: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarr
     """Whether the regions of each group touch no common element: their hulls, and where hulls meet (strided
     regions interleaved), their pieces."""
     end = off + stride * (rep - 1) + cnt
+    same = group[1:] == group[:-1]
+    if (end[:-1][same] <= off[1:][same]).all():
+        return True                         # (each group's hulls in order, one after the other: the usual case)
     meet = _meeting(group, off, end)
     if not meet.any():
         return True

@@ -127,13 +127,13 @@ def memoised(fn):
 
 
 def _end(data) -> int:
-    """One past the last element of ``data`` (a region or slices)."""
+    """One past the last element of ``data`` (a region or slices), or more (VSlices: the furthest offset plus the
+    largest slice)."""
     if type(data) is Region:
         return data.offset + (data.repeat - 1) * (data.stride or 0) + data.count
     if type(data) is Slices:
         return data.base + data.size * data.regular + (data.tail if data.regular < data.n else 0)
-    spread = (data.repeat - 1) * (data.rstride or 0)
-    return max((o + spread + c for o, c in zip(data.offsets, data.counts) if c), default=data.base)
+    return max(data.offsets, default=0) + (data.repeat - 1) * (data.rstride or 0) + max(data.counts, default=0)
 
 
 #: Every memoised template's caches (weakly: a template made on the fly, a split one, goes with its function).
