@@ -15,7 +15,7 @@ import pytest
 
 from pyhccl.core.call import Call
 from pyhccl.plan import build_plan
-from pyhccl.plan.ir import Kind, Region, copy
+from pyhccl.plan.ir import Buf, Kind, Region, copy
 from pyhccl.verify import quotient, relation, rotation, sim, slots
 from pyhccl.verify.rows import COPY, REDUCE, Side
 from pyhccl.verify.api import machine
@@ -132,6 +132,49 @@ def test_relations_hashed_a_few_rows_at_a_time_decide_alike(op, algo, topo, leve
         assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
     finally:
         relation._CHUNK = chunk
+
+
+@pytest.mark.parametrize("op, algo, topo, levels", [("reduce_scatter", "NHR", None, ()),
+                                                     ("reduce_scatter",) + _RS_LEVELS[0], ("reduce_scatter",) + _RS_LEVELS[2]])
+def test_order_judged_on_every_ranks_hulls_where_rank_0_has_too_many_pieces(op, algo, topo, levels, monkeypatch):
+    """Rank 0's local operations are judged element by element up to 2^22 pieces; past that, every rank's hulls
+    first (and rank 0's elements where hulls meet): fault-free plans still pass and every fault the grid reports is
+    still declined."""
+    call = _call(op, 5) if topo is None else Call(op, int(np.prod(levels)), 7)
+    plans = _machine_plans(algo, topo, call) if topo else [build_plan(call, algo, r) for r in range(call.nranks)]
+    limit = quotient._ORDER_PIECES
+    quotient._ORDER_PIECES = 0      # (set by hand: the fault comparison undoes the monkeypatch between its runs)
+    try:
+        got = _quotient(plans, call, levels)
+        assert not isinstance(got, str), got
+        assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
+    finally:
+        quotient._ORDER_PIECES = limit
+
+
+@pytest.mark.parametrize("limit", [quotient._ORDER_PIECES, 0])
+def test_locals_whose_order_matters_are_declined_though_every_rank_holds_them_alike(limit, monkeypatch):
+    """Each rank saves an element of its block to scratch and copies it back in one step: rank 0 in that order,
+    rank 2 the other way round (its relation, a multiset, is rank 0's rotated; its result is not). The grid names
+    rank 2; the quotient declines the set (rank 0's order does not carry to other ranks), with the order as
+    listed on every rank too. Judged on rank 0's elements, or (``limit`` 0) every rank's hulls first."""
+    n, c = 5, 7
+    call = Call("all_gather", n, c)
+    plans = [build_plan(call, "NHR", r) for r in range(n)]
+    t = len(plans[0].steps) - 1
+
+    def save_and_restore(plans, r, swap):
+        mine, scr = Region(Buf.OUTPUT, r * c, 1), Region(Buf.SCRATCH, r * c, 1)
+        ops = (copy(scr, mine), copy(mine, scr))
+        return edit(plans, r, t, local=lambda xs: tuple(xs) + (ops[::-1] if swap else ops))
+    alike, swapped = plans, plans
+    for r in range(n):
+        alike, swapped = save_and_restore(alike, r, False), save_and_restore(swapped, r, r == 2)
+    assert _grid(alike, call, monkeypatch) == "ok"
+    assert "step" in _grid(swapped, call, monkeypatch) and "rank 2" in _grid(swapped, call, monkeypatch)
+    monkeypatch.setattr(quotient, "_ORDER_PIECES", limit)
+    for bad in (alike, swapped):
+        assert "order matters" in _quotient(bad, call)
 
 
 def _locals(rows):

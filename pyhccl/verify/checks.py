@@ -55,7 +55,8 @@ def _overlaps(start: np.ndarray, end: np.ndarray, is_dst: np.ndarray, p: np.ndar
 class Checks:
     """Static faults per row, the transfer matching, and the moves of every step."""
 
-    def __init__(self, sim, ops: PlanArrays) -> None:
+    def __init__(self, sim, ops: PlanArrays, *, batches: bool = True) -> None:
+        """``batches``: also group each step's local rows into the batches the grid runs (:meth:`batch_locals`)."""
         self.sim, self.ops = weakref.proxy(sim), ops     # no cycle: a finished simulation is freed at once
         n, sizes = sim.n, sim.sizes
         xfer, loc = ops.local == 0, ops.local == 1
@@ -83,9 +84,17 @@ class Checks:
         keep = (ops.step[self.pairs[0]] < limit) & (src.size[self.pairs[0]] > 0)
         self.sends, self.recvs = self.pairs[0][keep], self.pairs[1][keep]
         self.xstart = np.searchsorted(ops.step[self.sends], np.arange(ops.nsteps + 1))
+        self._local_rows = loc & (ops.step < min(limit, self.xbad_step))
+        self._static_l = static_l
+        if batches:
+            self.batch_locals()
+
+    def batch_locals(self) -> None:
+        """The local rows in the batches the grid runs (``lrows`` ... ``lstart``), and ``lead`` (:meth:`_joins`)."""
+        ops, static_l = self.ops, self._static_l
         # local rows up to the first step with a static fault, by (step, index, rank); a rank's run of
         # reduces into one destination from sources outside it (a reduction in rank order) keys as its first
-        rows = np.flatnonzero(loc & (ops.step < min(limit, self.xbad_step)))
+        rows = np.flatnonzero(self._local_rows)
         j = int(ops.index[rows].max(initial=0)) + 1
         key = ops.step[rows] * j + ops.index[rows]
         join = self._joins(rows, static_l[rows])

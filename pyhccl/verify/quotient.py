@@ -21,9 +21,9 @@ time linear in them, that the set is rotation-symmetric:
    sum is a product of two geometric series, so a region costs O(1) whatever its pieces, and a region
    that a rotation splits where it wraps costs a few. Different relations give equal sums with
    probability about 2^-60 (the simulator's 64-bit keys take the same kind of risk above 64 ranks);
-3. each rank's local operations of a step give the same result in any order (a rotation may change it): their
-   regions' hulls are disjoint, or else, element by element, rank 0's are (:func:`~.slots.order_free`: the
-   relations carry that to every rank);
+3. each rank's local operations of a step give the same result in any order (a rotation may change it): rank
+   0's, element by element (:func:`~.slots.order_free`; the relations carry that to every rank), or, where rank
+   0's are too many pieces for that, every rank's regions' hulls are disjoint;
 
 then simulates rank 0 exactly and checks its output against the postcondition (:mod:`.rotation`: the frames;
 :mod:`.relation`: the relations' hashes; :mod:`.rank0`: rank 0's run). Anything else (a fault, a
@@ -50,6 +50,8 @@ __all__ = ["QUOTIENT_MIN_RANKS", "applies", "run"]
 
 #: Below this many ranks the grid is fast enough, and the quotient is not tried.
 QUOTIENT_MIN_RANKS = 256
+#: Rank 0's local operations judged element by element up to this many pieces (more: every rank's hulls first).
+_ORDER_PIECES = 1 << 22
 
 
 def applies(call: Call) -> bool:
@@ -110,7 +112,7 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
             break
     else:
         return "the sampled ranks' regions are not rank 0's rotated"
-    checks = Checks(layout, layout.ops)         # (the structural checks: on the plans' elements)
+    checks = Checks(layout, layout.ops, batches=False)      # (the structural checks: on the plans' elements)
     if checks.match_steps or checks.xbad_step < ops.nsteps or checks.lbad_step < ops.nsteps:
         return "a structural fault"
     s, r = checks.sends, checks.recvs
@@ -129,7 +131,13 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
             return "a move pairs the tail slice with another"
     if not relations_alike(ops, n, frame, axes, hashes, s, r, loc, slots):
         return "the ranks' relations are not rank 0's rotated"
-    if (checks.lead[0] >= checks.lead[1]).any() and not order_free(ops, loc[ops.rank[loc] == 0]):
+    mine = loc[ops.rank[loc] == 0]
+    if int(ops.src.rep[mine].sum() + ops.dst.rep[mine].sum()) > _ORDER_PIECES:     # hulls on every rank first
+        checks.batch_locals()
+        free = not (checks.lead[0] >= checks.lead[1]).any()
+    else:
+        free = False
+    if not free and not order_free(ops, mine):
         return "a rank's local operations of a step touch common data (their order matters)"
     post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0) if c.count]
     n_in = call.input_count(0)
