@@ -157,11 +157,14 @@ def _alike_pieces(ops, s, r, loc):
     """``ops`` with each move's two sides in the same pieces where one side is contiguous and the other the same
     number of elements in pieces (``[20:24]`` received from ``[1:2|4x4]`` read as ``[20:21|4x1]``); the rest as
     they are."""
+    moves = ((s, r), (loc, loc))
+    pairs = [(a, b, (ops.src.cnt[a] != ops.dst.cnt[b]) | (ops.src.rep[a] != ops.dst.rep[b])) for a, b in moves]
+    if not any(differ.any() for _, _, differ in pairs):
+        return ops                      # (the usual case: every move's sides in the same pieces already)
     src = [ops.src.cnt.copy(), ops.src.rep.copy(), ops.src.stride.copy()]
     dst = [ops.dst.cnt.copy(), ops.dst.rep.copy(), ops.dst.stride.copy()]
-    for a, b in ((s, r), (loc, loc)):
+    for a, b, differ in pairs:
         ca, ra, cb, rb = src[0][a], src[1][a], dst[0][b], dst[1][b]
-        differ = (ca != cb) | (ra != rb)
         for (rows, side), (c, k, one, total) in (((b, dst), (ca, ra, rb, cb)), ((a, src), (cb, rb, ra, ca))):
             fix = differ & (one == 1) & (total == c * k)
             side[0][rows[fix]], side[1][rows[fix]], side[2][rows[fix]] = c[fix], k[fix], c[fix]
