@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pyhccl.core.call import Call
-from pyhccl.plan import Buf, Region, Step, build_plan
+from pyhccl.plan import Buf, Plan, Region, Step, build_plan
 from pyhccl.plan.ir import recv, reduce, send
 from pyhccl.plan.shared import Merged, Renamed, action_count
 from pyhccl.topo import machine
@@ -62,6 +62,11 @@ def test_a_bounded_move_moves_only_the_regions_that_start_below_its_bound():
     twice = Renamed(s, tuple(range(13)), (Buf.SCRATCH, 2, 16))
     assert twice == Step((send(11, Region(Buf.SCRATCH, 10, 4)), recv(12, own)), (reduce(Region(Buf.SCRATCH, 10, 4), own),))
     assert twice.template is not step
+    from pyhccl.plan.executors import scratch_end        # its scratch counted without making it
+    for moved in ((Buf.SCRATCH, 8, 16), (Buf.SCRATCH, 30, 16), (Buf.SCRATCH, 8), (Buf.OUTPUT, 8)):
+        r = Renamed(step, (10, 11, 12), moved)
+        end = scratch_end([r])
+        assert r._made is None and end == Plan(0, (Step(r.transfers, r.local),)).scratch_count()
     rows = PlanArrays([replace(build_plan(Call("allreduce", 3, 9), "NHR", 0), steps=(s,))], None)
     assert rows.src.off.tolist() == [8, 0, 16] and rows.dst.off.tolist() == [0, 16, 8] and rows.action(2) == s.local[0]
 

@@ -23,7 +23,7 @@ from itertools import product, zip_longest
 from typing import Callable, Sequence
 
 from .ir import Buf, Region, Step, copy, recv, send
-from .shared import Merged, Renamed, action_count
+from .shared import EVERY, Merged, Renamed, action_count
 from .slices import Slices, VSlices
 from .templates import positions
 
@@ -70,7 +70,7 @@ def scratch_end(steps: Sequence[Step]) -> int:
         if type(s) is Renamed:
             m = s.moved
             if m is not None and m[0] is Buf.SCRATCH:       # regions in scratch moved (below ``m[2]``: data only)
-                below, delta = (m[2] if len(m) == 3 else _EVERY), m[1]
+                below, delta = (m[2] if len(m) == 3 else EVERY), m[1]
             s = s.template      # its scratch is the template's: counted once for every group and move
         low, high = _ends(s, below)
         end = max(end, low + delta if low else 0, high)
@@ -99,7 +99,6 @@ def _ends(s: Step, below: int | None) -> tuple[int, int]:
 
 
 _STEP_END: dict[tuple[int, int | None], tuple[Step, int, int]] = {}
-_EVERY = 1 << 62
 _STEP_END_SIZE = 1 << 16
 
 

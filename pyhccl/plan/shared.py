@@ -14,7 +14,10 @@ from typing import Iterator
 
 from .ir import Action, Buf, Region, Step, _action, region_unchecked
 
-__all__ = ["Renamed", "Merged", "moved_actions", "action_count"]
+__all__ = ["Renamed", "Merged", "moved_actions", "action_count", "EVERY"]
+
+#: The bound of a move of every region of its buffer (``moved = (buf, delta)``): past every offset.
+EVERY = 1 << 62
 
 
 def _moved(r: Region | None, buf: Buf, delta: int, below: int | None = None) -> Region | None:

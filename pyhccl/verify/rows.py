@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from ..plan.ir import Buf, Kind, Plan, with_peer
-from ..plan.shared import Merged, Renamed, moved_actions
+from ..plan.shared import EVERY, Merged, Renamed, moved_actions
 from .atoms import Moves
 
 __all__ = ["BUF_NAMES", "SEND", "RECV", "REDUCE", "COPY", "PlanArrays", "Side", "counts"]
@@ -19,7 +19,6 @@ BUF_NAMES = ("in", "out", "scr")
 _BUF = {Buf.INPUT: 0, Buf.OUTPUT: 1, Buf.SCRATCH: 2, None: -1}
 _BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
 SEND, RECV, REDUCE, COPY = range(4)
-_EVERY = np.iinfo(np.int64).max        # a move's bound where it moves every region of its buffer
 _NO_REGION = SimpleNamespace(buf=None, offset=0, count=0, repeat=1, stride=None)
 _KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
 
@@ -145,7 +144,7 @@ def _moves(table: list, code: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray
         return None
     buf = np.array([-1 if m is None else _BUF[m[0]] for m in table], dtype=np.int64)
     delta = np.array([0 if m is None else m[1] for m in table], dtype=np.int64)
-    below = np.array([_EVERY if m is None or len(m) == 2 else m[2] for m in table], dtype=np.int64)
+    below = np.array([EVERY if m is None or len(m) == 2 else m[2] for m in table], dtype=np.int64)
     rcode = np.repeat(code, sizes)
     return buf[rcode], delta[rcode], below[rcode]
 
