@@ -122,16 +122,7 @@ def test_multi_level_faults_the_grid_reports_are_never_passed(op, algo, topo, le
 def test_relations_hashed_a_few_rows_at_a_time_decide_alike(op, algo, topo, levels, monkeypatch):
     """The relations' sums are taken over chunks of rows (2^16 at scale): in chunks of 8 rows the fault-free plans
     still pass and every fault the grid reports is still declined."""
-    call = _call(op, 5) if topo is None else Call(op, int(np.prod(levels)), 7)
-    plans = _machine_plans(algo, topo, call) if topo else [build_plan(call, algo, r) for r in range(call.nranks)]
-    chunk = relation._CHUNK
-    relation._CHUNK = 8             # (set by hand: the fault comparison undoes the monkeypatch between its runs)
-    try:
-        got = _quotient(plans, call, levels)
-        assert not isinstance(got, str), got
-        assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
-    finally:
-        relation._CHUNK = chunk
+    _decides_alike_with(relation, "_CHUNK", 8, op, algo, topo, levels, monkeypatch)
 
 
 @pytest.mark.parametrize("op, algo, topo, levels", [("reduce_scatter", "NHR", None, ()),
@@ -140,16 +131,21 @@ def test_order_judged_on_every_ranks_hulls_where_rank_0_has_too_many_pieces(op, 
     """Rank 0's local operations are judged element by element up to 2^22 pieces; past that, every rank's hulls
     first (and rank 0's elements where hulls meet): fault-free plans still pass and every fault the grid reports is
     still declined."""
+    _decides_alike_with(quotient, "_ORDER_PIECES", 0, op, algo, topo, levels, monkeypatch)
+
+
+def _decides_alike_with(module, name, value, op, algo, topo, levels, monkeypatch):
+    """With ``module.name`` set to ``value``, ``algo``'s plans pass and every fault the grid reports is declined."""
     call = _call(op, 5) if topo is None else Call(op, int(np.prod(levels)), 7)
     plans = _machine_plans(algo, topo, call) if topo else [build_plan(call, algo, r) for r in range(call.nranks)]
-    limit = quotient._ORDER_PIECES
-    quotient._ORDER_PIECES = 0      # (set by hand: the fault comparison undoes the monkeypatch between its runs)
+    old = getattr(module, name)
+    setattr(module, name, value)    # (set by hand: the fault comparison undoes the monkeypatch between its runs)
     try:
         got = _quotient(plans, call, levels)
         assert not isinstance(got, str), got
         assert _compare_on_faults(call, algo, monkeypatch, topo, levels) >= 4
     finally:
-        quotient._ORDER_PIECES = limit
+        setattr(module, name, old)
 
 
 @pytest.mark.parametrize("limit", [quotient._ORDER_PIECES, 0])
