@@ -4,6 +4,7 @@ ops one at a time reports it."""
 
 import re
 
+import numpy as np
 import pytest
 
 from pyhccl.core.call import Call
@@ -68,14 +69,17 @@ def mesh_chunk(n):
     return call, [build_plan(call, "MeshChunk", r) for r in range(n)]
 
 
-@pytest.fixture(params=["keys", "ranks of the ends", "groups two at a time"])
+@pytest.fixture(params=["keys", "ranks of the ends", "groups two at a time", "every group sorted"])
 def keyed(request, monkeypatch):
     """Every way the lead is found: hulls keyed by (rank's step, key), by their ranks among the ends (in groups one
-    at a time), or by key in chunks of two (rank's step) groups (as a super pod's huge buffers are)."""
+    at a time), or by key in chunks of two (rank's step) groups (as a super pod's huge buffers are); the groups
+    whose hulls come in order and apart left unsorted, or every group sorted."""
     if request.param == "ranks of the ends":
         monkeypatch.setattr("pyhccl.verify.checks._KEY_LIMIT", 0)
-    elif request.param != "keys":
+    elif request.param == "groups two at a time":
         monkeypatch.setattr("pyhccl.verify.checks._GROUPS", 2)
+    elif request.param == "every group sorted":
+        monkeypatch.setattr("pyhccl.verify.checks._tangled", lambda lo, hi, is_dst, g, ngroups: np.ones(ngroups, bool))
 
 
 def test_disjoint_locals_of_a_step_run_as_one_batch(keyed):
@@ -106,6 +110,10 @@ def test_locals_that_touch_disjoint_data_merge(keyed):
     call, plans = local_only([copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 4), R(Buf.INPUT, 0)),
                               copy(R(Buf.OUTPUT, 0), R(Buf.INPUT, 0))])
     assert batches(plans, call, 0) == [(6, True)]
+    # a source between two destinations (their ranges meet, their hulls do not)
+    call, plans = local_only([copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 8), R(Buf.SCRATCH, 4)),
+                              copy(R(Buf.SCRATCH, 12), R(Buf.INPUT, 0))])
+    assert batches(plans, call, 0) == [(6, True)]
 
 
 @pytest.mark.parametrize("ops", [
@@ -118,6 +126,12 @@ def test_locals_that_touch_disjoint_data_merge(keyed):
     # both write one region, not as a chain of reduces
     [copy(R(Buf.OUTPUT, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)),
      reduce(R(Buf.OUTPUT, 0), R(Buf.SCRATCH, 0))],
+    # two destinations that meet, their sources apart from them
+    [copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 2), R(Buf.INPUT, 0)),
+     copy(R(Buf.SCRATCH, 12), R(Buf.INPUT, 0))],
+    # destinations in order one after another, the second's source inside the first's destination
+    [copy(R(Buf.SCRATCH, 0), R(Buf.INPUT, 0)), copy(R(Buf.SCRATCH, 8), R(Buf.SCRATCH, 2)),
+     copy(R(Buf.SCRATCH, 12), R(Buf.INPUT, 0))],
 ])
 def test_locals_that_depend_on_each_other_run_in_order(ops, keyed):
     call, plans = local_only(ops)

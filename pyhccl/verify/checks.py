@@ -52,6 +52,28 @@ def _overlaps(start: np.ndarray, end: np.ndarray, is_dst: np.ndarray, p: np.ndar
         np.minimum.at(cut, g[flag], np.minimum(p[flag], p[partner[flag]]))
 
 
+def _tangled(lo: np.ndarray, hi: np.ndarray, is_dst: np.ndarray, g: np.ndarray, ngroups: int) -> np.ndarray:
+    """Per group: whether its hulls ``[lo, hi)`` (sources, then destinations, each in group order) may meet where
+    :func:`_overlaps` looks. Not where its destinations come one after another, each past the last, and all its
+    sources lie before or after all its destinations (a template's usual step): no hull starts inside a
+    destination's, and no destination inside a source's."""
+    out = np.zeros(ngroups, bool)
+    d = np.flatnonzero(is_dst)
+    gd = g[d]
+    out[gd[1:][(gd[1:] == gd[:-1]) & (lo[d][1:] < hi[d][:-1])]] = True
+    ranges = []
+    for rows in (np.flatnonzero(~is_dst), d):
+        first, last = np.full(ngroups, np.iinfo(np.int64).max), np.full(ngroups, np.iinfo(np.int64).min)
+        if len(rows):
+            gr = g[rows]
+            at = np.flatnonzero(np.concatenate(([True], gr[1:] != gr[:-1])))
+            first[gr[at]] = np.minimum.reduceat(lo[rows], at)
+            last[gr[at]] = np.maximum.reduceat(hi[rows], at)
+        ranges.append((first, last))
+    (s0, s1), (d0, d1) = ranges
+    return out | ((s0 < d1) & (d0 < s1))
+
+
 class Checks:
     """Static faults per row, the transfer matching, and the moves of every step."""
 
@@ -162,8 +184,15 @@ class Checks:
         sel = np.concatenate(keep)
         lo, hi = np.concatenate(los)[sel], np.concatenate(his)[sel]
         is_dst, p, g = np.concatenate(dsts)[sel], np.tile(pos, 2)[sel], np.tile(gid, 2)[sel]
+        rk = np.tile(rk, 2)[sel]
+        tangled = _tangled(lo, hi, is_dst, g, ngroups)
+        if not tangled.all():                       # only the groups whose hulls may meet are sorted
+            take = np.flatnonzero(tangled[g])
+            if not len(take):
+                return pos, np.minimum(lead, cut[gid])
+            lo, hi, is_dst, p, g, rk = lo[take], hi[take], is_dst[take], p[take], g[take], rk[take]
         # keyed by group, then by key within the rank (a rank's keys span sim.span); as many groups at once as fit
-        rel = sim.base(np.tile(rk, 2)[sel], 0)
+        rel = sim.base(rk, 0)
         lo, hi = lo - rel, hi - rel
         span = sim.span
         if span >= _KEY_LIMIT:                      # a rank's keys alone too many: by the hulls' ranks among the ends
