@@ -22,7 +22,7 @@ from functools import cached_property, lru_cache
 from itertools import product, zip_longest
 from typing import Callable, Sequence
 
-from .ir import Buf, Region, Step, copy, recv, send
+from .ir import Buf, Region, Step, copy, recv, scratch_ends, send
 from .shared import EVERY, Merged, Renamed, action_count
 from .slices import Slices, VSlices
 from .templates import positions
@@ -85,16 +85,7 @@ def _ends(s: Step, below: int | None) -> tuple[int, int]:
     if hit is None or hit[0] is not s:
         if len(_STEP_END) >= _STEP_END_SIZE:
             _STEP_END.clear()
-        low = high = 0
-        for acts in (s.transfers, s.local):
-            for a in acts:
-                for r in (a.src, a.dst):
-                    if r is not None and r.buf is Buf.SCRATCH and r.count:
-                        if below is not None and r.offset < below:
-                            low = max(low, r.end)
-                        else:
-                            high = max(high, r.end)
-        hit = _STEP_END[key] = (s, low, high)
+        hit = _STEP_END[key] = (s, *scratch_ends((s,), below))
     return hit[1], hit[2]
 
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Plan"]
+__all__ = ["Buf", "Kind", "Region", "Action", "Step", "Plan", "scratch_ends"]
 
 
 class Buf(enum.Enum):
@@ -291,14 +291,7 @@ class Plan:
 
     def scratch_count(self) -> int:
         """Scratch elements the plan needs: one past the highest scratch element it touches."""
-        end, scr = 0, Buf.SCRATCH
-        for s in self.steps:
-            for acts in (s.transfers, s.local):
-                for a in acts:
-                    for r in (a.src, a.dst):
-                        if r is not None and r.buf is scr and r.count and r.end > end:
-                            end = r.end
-        return end
+        return max(scratch_ends(self.steps))
 
     def describe(self) -> str:
         """Readable text: a header, then one line per step."""
@@ -315,3 +308,20 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
         return cls(d["rank"], tuple(Step.from_dict(s) for s in d["steps"]), tuple(d["meta"].items()))
+
+
+def scratch_ends(steps, below: int | None = None) -> tuple[int, int]:
+    """One past the highest scratch element that ``steps`` touch with regions starting below ``below``, and with
+    the others (``below`` None: all of them, the second)."""
+    low = high = 0
+    scr = Buf.SCRATCH
+    for s in steps:
+        for acts in (s.transfers, s.local):
+            for a in acts:
+                for r in (a.src, a.dst):
+                    if r is not None and r.buf is scr and r.count:
+                        if below is not None and r.offset < below:
+                            low = max(low, r.end)
+                        else:
+                            high = max(high, r.end)
+    return low, high

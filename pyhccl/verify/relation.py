@@ -20,6 +20,7 @@ from .rows import REDUCE, PlanArrays
 __all__ = ["hash_bases", "relations_alike", "sides_alike"]
 
 _PRIMES = (2147483647, 2147483629)      # primes below 2^31: a product of two residues fits an int64
+_MOD = np.array(_PRIMES, np.int64)[:, None]     # (sums per prime and owner taken modulo their prime)
 _CHUNK = 1 << 15                        # rows hashed at a time
 _THREADS = 2                            # threads hashing chunks (numpy releases the GIL in its loops)
 
@@ -78,7 +79,7 @@ def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -
             if ys is None:
                 return None
             for part in ys:
-                out = (out + _hash_part(part, n, bases)) % np.array(_PRIMES, np.int64)[:, None]
+                out = (out + _hash_part(part, n, bases)) % _MOD
         return out
 
     starts = range(0, rows, _CHUNK)         # (a sum over rows: in chunks whose temporaries stay in cache)
@@ -92,7 +93,7 @@ def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -
         sums = [chunk(a) for a in starts]
     if any(s is None for s in sums):
         return None
-    return sum(sums, np.zeros((len(_PRIMES), n), np.int64)) % np.array(_PRIMES, np.int64)[:, None]
+    return sum(sums, np.zeros((len(_PRIMES), n), np.int64)) % _MOD
 
 
 def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
@@ -147,7 +148,7 @@ def relations_alike(ops, n, frame, axes, bases, s, r, loc, slots=None) -> bool:
         f = _hash(_segments(ops, x, y, ops.rank[x], ops.rank[y], key), n, bases, frame, axes)
         if f is None:
             return False
-        out = (out + f) % np.array(_PRIMES, np.int64)[:, None]
+        out = (out + f) % _MOD
     return bool((out == out[:, :1]).all())
 
 
