@@ -156,21 +156,27 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
 def _alike_pieces(ops, s, r, loc):
     """``ops`` with each move's two sides in the same pieces where one side is contiguous and the other the same
     number of elements in pieces (``[20:24]`` received from ``[1:2|4x4]`` read as ``[20:21|4x1]``); the rest as
-    they are."""
-    moves = ((s, r), (loc, loc))
-    pairs = [(a, b, (ops.src.cnt[a] != ops.dst.cnt[b]) | (ops.src.rep[a] != ops.dst.rep[b])) for a, b in moves]
-    if not any(differ.any() for _, _, differ in pairs):
-        return ops                      # (the usual case: every move's sides in the same pieces already)
-    src = [ops.src.cnt.copy(), ops.src.rep.copy(), ops.src.stride.copy()]
-    dst = [ops.dst.cnt.copy(), ops.dst.rep.copy(), ops.dst.stride.copy()]
-    for a, b, differ in pairs:
-        ca, ra, cb, rb = src[0][a], src[1][a], dst[0][b], dst[1][b]
-        for (rows, side), (c, k, one, total) in (((b, dst), (ca, ra, rb, cb)), ((a, src), (cb, rb, ra, ca))):
-            fix = differ & (one == 1) & (total == c * k)
-            side[0][rows[fix]], side[1][rows[fix]], side[2][rows[fix]] = c[fix], k[fix], c[fix]
-            differ &= ~fix
+    they are. Only the piece columns of a side that changes are copied."""
+    new: dict = {}                      # per side ('src', 'dst'): its copied (cnt, rep, stride)
+    for a, b in ((s, r), (loc, loc)):
+        differ = np.flatnonzero((ops.src.cnt[a] != ops.dst.cnt[b]) | (ops.src.rep[a] != ops.dst.rep[b]))
+        if not len(differ):
+            continue                    # (the usual case: every move's sides in the same pieces already)
+        a, b = a[differ], b[differ]
+        ca, ra, cb, rb = ops.src.cnt[a], ops.src.rep[a], ops.dst.cnt[b], ops.dst.rep[b]
+        to_dst = (rb == 1) & (cb == ca * ra)                # a contiguous destination read as its source's pieces
+        to_src = ~to_dst & (ra == 1) & (ca == cb * rb)      # a contiguous source read as its destination's
+        for name, rows, fix, c, k in (("dst", b, to_dst, ca, ra), ("src", a, to_src, cb, rb)):
+            if fix.any():
+                old = getattr(ops, name)
+                cols = new.setdefault(name, [old.cnt.copy(), old.rep.copy(), old.stride.copy()])
+                cols[0][rows[fix]], cols[1][rows[fix]], cols[2][rows[fix]] = c[fix], k[fix], c[fix]
+    if not new:
+        return ops
     out = copy.copy(ops)
-    out.src, out.dst = (Side(old.buf, old.off, *new) for old, new in ((ops.src, src), (ops.dst, dst)))
+    for name, (cnt, rep, stride) in new.items():     # (the same elements: each region's size and end are kept)
+        old = getattr(ops, name)
+        setattr(out, name, Side(old.buf, old.off, cnt, rep, stride, derived=(old.size, old.end)))
     return out
 
 

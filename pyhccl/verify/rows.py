@@ -190,10 +190,12 @@ class Side:
     """Regions as arrays: buffer code, offset, piece count, pieces, stride (rows of :class:`PlanArrays`)."""
 
     def __init__(self, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray,
-                 stride: np.ndarray) -> None:
+                 stride: np.ndarray, derived: tuple | None = None) -> None:
+        """``derived``: the regions' ``size`` and ``end``, where known (the same elements cut another way)."""
         self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
-        self.size = cnt * rep
-        self.end = off + stride * (rep - 1) + cnt          # one past the last element
+        if derived is None:
+            derived = cnt * rep, off + stride * (rep - 1) + cnt         # (end: one past the last element)
+        self.size, self.end = derived
 
     def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
         """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""
