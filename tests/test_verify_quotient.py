@@ -234,12 +234,59 @@ def test_rotated_segments_hold_the_elements_rotated(seed=5):
         assert sorted(got) == want, (x, y, cnt, rep, stride, rx, ry)
 
 
+def test_segments_a_rotation_only_permutes_are_hashed_unrotated(seed=3):
+    """rotation.unmoved against the element-by-element rule: a segment it passes holds the same (x, y) pairs in
+    its ranks' rotated frames as it does; whole periods of one piece per block pass, the others need rotating."""
+    rng = np.random.default_rng(seed)
+    axes, units = rotation.Axes((2, 3)), (3, 5)
+    n = axes.n
+    frame = np.array([list(units) + [4], [rotation.ALL, 2, 1]], np.int64)
+
+    def moved(e, r, b):
+        unit, k = int(frame[0][b]), int(frame[1][b])
+        if e // (unit * n) >= k:
+            return e
+        return e // (unit * n) * unit * n + axes.sub(e % (unit * n) // unit, r) * unit + e % unit
+
+    passed = 0
+    for trial in range(400):
+        bx, by = (int(v) for v in rng.integers(0, 3, 2))
+        ux, uy = int(frame[0][bx]), int(frame[0][by])
+        cnt = int(rng.integers(1, min(ux, uy) + 1))
+        rep = n * int(rng.integers(1, 3))
+        tx, ty = int(rng.integers(0, ux - cnt + 1)), int(rng.integers(0, uy - cnt + 1))
+        x, y = tx + ux * n * int(rng.integers(0, 2)), ty + uy * n * int(rng.integers(0, 2))
+        sx, sy, rx = ux, uy, int(rng.integers(0, n))
+        ry = rx
+        fault = trial % 5      # 0: none; else one condition broken
+        if fault == 1:
+            ry = (rx + 1) % n
+        elif fault == 2:
+            rep -= 1
+        elif fault == 3:
+            x += ux
+        elif fault == 4:
+            sy += 1
+        one = np.ones(1, np.int64)
+        seg = dict(x=x * one, sx=sx * one, bx=bx * one, rx=rx * one, y=y * one, sy=sy * one, by=by * one,
+                   ry=ry * one, i0=0 * one, i1=rep * one, j0=0 * one, j1=cnt * one, key=0 * one, own=0 * one)
+        pairs = [(x + i * sx + j, y + i * sy + j) for i in range(rep) for j in range(cnt)]
+        same = sorted(pairs) == sorted((moved(a, rx, bx), moved(b, ry, by)) for a, b in pairs)
+        if rotation.unmoved(seg, frame, axes)[0]:
+            assert same, (trial, seg)
+            passed += 1
+        else:
+            assert fault or frame[1][bx] * ux * n <= x + (rep - 1) * sx or frame[1][by] * uy * n <= y + (rep - 1) * sy
+    assert passed >= 40
+
+
 def test_mixed_radix_rotations():
     axes = rotation.Axes((4, 3, 2))
     for q in (0, 1, 5, 13, 23):
         for x in range(24):
             moved = axes.add(x, q)
             assert axes.sub(moved, q) == x
+            assert axes.rel(np.array([moved]), np.array([q]))[0] == x
             digits = [(x // b) % z for b, z in ((1, 4), (4, 3), (12, 2))]
             shift = [(q // b) % z for b, z in ((1, 4), (4, 3), (12, 2))]
             assert moved == sum(((d + g) % z) * b for d, g, z, b in zip(digits, shift, (4, 3, 2), (1, 4, 12)))

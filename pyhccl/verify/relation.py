@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .rotation import Axes, rotate
+from .rotation import Axes, rotate, unmoved
 from .rows import REDUCE, PlanArrays
 
 __all__ = ["hash_bases", "relations_alike", "sides_alike"]
@@ -64,14 +64,20 @@ def _geometric(a: np.ndarray, m: np.ndarray, p: int) -> np.ndarray:
     return out[inv.reshape(-1)]
 
 
-def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -> np.ndarray | None:
+def _hash(rows: int, segments, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -> np.ndarray | None:
     """Per prime, per owner (``seg['own']`` below ``n``): the sum over the segments' elements, each side in its
-    rank's frame, of ``g^x h^y k^key``; None where a region cannot be rotated piece by piece."""
-    rows = len(seg["x"])
+    rank's frame, of ``g^x h^y k^key``; None where a region cannot be rotated piece by piece. ``segments(a, b)``:
+    those of rows ``a`` to ``b`` (of ``rows``), made a chunk at a time in the threads."""
 
     def chunk(a: int) -> np.ndarray | None:
-        out = np.zeros((len(_PRIMES), n), np.int64)
-        xs = rotate({k: v[a:a + _CHUNK] for k, v in seg.items()}, "x", frame, axes)
+        part = segments(a, min(a + _CHUNK, rows))
+        same = unmoved(part, frame, axes)
+        if same.any():          # (hashed as they are; the rest rotated)
+            out = _hash_part({k: v[same] for k, v in part.items()}, n, bases)
+            part = {k: v[~same] for k, v in part.items()}
+        else:
+            out = np.zeros((len(_PRIMES), n), np.int64)
+        xs = rotate(part, "x", frame, axes)
         if xs is None:
             return None
         for p in xs:
@@ -97,7 +103,7 @@ def _hash(seg: dict, n: int, bases: np.ndarray, frame: np.ndarray, axes: Axes) -
 
 
 def _hash_part(seg: dict, n: int, bases: np.ndarray) -> np.ndarray:
-    """:func:`_hash` of segments that each stay in their period."""
+    """:func:`_hash` of segments read as they are (each in its rank's frame already)."""
     out = np.zeros((len(_PRIMES), n), np.int64)
     x0 = seg["x"] + seg["i0"] * seg["sx"] + seg["j0"]
     y0 = seg["y"] + seg["i0"] * seg["sy"] + seg["j0"]
@@ -137,19 +143,26 @@ def relations_alike(ops, n, frame, axes, bases, s, r, loc, slots=None) -> bool:
         loc = loc[~taken[loc]]
     out = np.zeros((len(_PRIMES), n), np.int64)
     for x, y, what in rows + [(loc, loc, "local")]:
-        # (x: the rows whose destination, y: those whose source; the rank-relative source; a code of the kind)
-        reduce = ops.kind[x] == REDUCE
-        if what == "local":
-            rel, code = 0, np.where(reduce, 2, 1)
-        else:
-            rel = axes.rel(ops.rank[y], ops.rank[x])
-            code = 0 if what == "transfer" else np.where(reduce, 4, 3)
-        key = ((ops.step[x] * 5 + code) * n + rel) * 9 + ops.dst.buf[x] * 3 + ops.src.buf[y]
-        f = _hash(_segments(ops, x, y, ops.rank[x], ops.rank[y], key), n, bases, frame, axes)
+        f = _hash(len(x), lambda a, b, x=x, y=y, what=what: _moves(ops, n, axes, x[a:b], y[a:b], what), n, bases,
+                  frame, axes)
         if f is None:
             return False
         out = (out + f) % _MOD
     return bool((out == out[:, :1]).all())
+
+
+def _moves(ops, n: int, axes: Axes, x: np.ndarray, y: np.ndarray, what: str) -> dict:
+    """The segments of moves from the sources of rows ``y`` to the destinations of rows ``x`` (``what``: transfer,
+    composed or local), keyed by step, kind, relative source rank and buffers."""
+    reduce = ops.kind[x] == REDUCE
+    xrank, yrank = ops.rank[x], ops.rank[y]
+    if what == "local":
+        rel, code = 0, np.where(reduce, 2, 1)
+    else:
+        rel = axes.rel(yrank, xrank)
+        code = 0 if what == "transfer" else np.where(reduce, 4, 3)
+    key = ((ops.step[x] * 5 + code) * n + rel) * 9 + ops.dst.buf[x] * 3 + ops.src.buf[y]
+    return _segments(ops, x, y, xrank, yrank, key)
 
 
 def sides_alike(ops, n, frame, axes, bases, sample, skip=()) -> bool:
@@ -174,5 +187,6 @@ def sides_alike(ops, n, frame, axes, bases, sample, skip=()) -> bool:
         segs.append(dict(x=side.off[rr], sx=side.stride[rr], bx=b, rx=rank[has], y=side.off[rr],
                          sy=side.stride[rr], by=b, ry=rank[has], i0=zero, i1=side.rep[rr], j0=zero, j1=side.cnt[rr],
                          key=key, own=who[has]))         # (y: x again)
-    f = _hash({k: np.concatenate([a[k] for a in segs]) for k in segs[0]}, len(sample), bases, frame, axes)
+    seg = {k: np.concatenate([a[k] for a in segs]) for k in segs[0]}
+    f = _hash(len(seg["x"]), lambda a, b: {k: v[a:b] for k, v in seg.items()}, len(sample), bases, frame, axes)
     return f is not None and bool((f == f[:, :1]).all())

@@ -12,7 +12,7 @@ import numpy as np
 
 from .rows import PlanArrays
 
-__all__ = ["ALL", "Axes", "rotate", "periods_kept"]
+__all__ = ["ALL", "Axes", "rotate", "periods_kept", "unmoved"]
 
 ALL = 1 << 40           # periods a buffer's frame rotates: all of them
 
@@ -26,15 +26,32 @@ class Axes:
         self.sizes = sizes
         self.below = [int(np.prod(sizes[:a], dtype=np.int64)) for a in range(len(sizes))]     # ranks a digit counts
         self.n = int(np.prod(sizes, dtype=np.int64))
-        self._masks: dict = {}
+        self._cache: dict = {}
 
     def digits(self, rank: np.ndarray) -> list[np.ndarray]:
         return [np.asarray(rank, np.int64) // b % z for b, z in zip(self.below, self.sizes)]
 
     def rel(self, peer: np.ndarray, rank: np.ndarray) -> np.ndarray:
-        """``peer`` as seen from ``rank``: digit by digit, the difference."""
-        return sum(((p - r) % z) * b for p, r, z, b in zip(self.digits(peer), self.digits(rank), self.sizes,
-                                                             self.below))
+        """``peer`` as seen from ``rank``: digit by digit, the difference (per digit, a lookup in tables of the
+        digits and of their differences: divisions of every row cost ten times more)."""
+        peer, rank = np.asarray(peer, np.int64), np.asarray(rank, np.int64)
+        if len(self.sizes) == 1:
+            return (peer - rank) % self.n
+        out = np.zeros(np.broadcast(peer, rank).shape, np.int64)
+        for a, (b, z) in enumerate(zip(self.below, self.sizes)):
+            digit, diff = self._tables(a)
+            out += diff[digit[peer] * z + digit[rank]] if diff is not None else (digit[peer] - digit[rank]) % z * b
+        return out
+
+    def _tables(self, a: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Axis ``a``'s digit of every rank, and (for up to 1024 values) ``(d - e) % z`` times its weight."""
+        m = self._cache.get(("rel", a))
+        if m is None:
+            b, z = self.below[a], self.sizes[a]
+            pairs = (np.arange(z)[:, None] - np.arange(z)) % z * b if z <= 1024 else None
+            m = self._cache["rel", a] = (np.arange(self.n, dtype=np.int64) // b % z, None if pairs is None else
+                                         pairs.ravel())
+        return m
 
     def add(self, x: int, q: int) -> int:
         """Index ``x`` moved on by rank ``q``, digit by digit."""
@@ -54,11 +71,11 @@ class Axes:
         return v
 
     def _mask(self, block: int, sh: int) -> tuple[int, int]:
-        m = self._masks.get((block, sh))
+        m = self._cache.get((block, sh))
         if m is None:
             every = ((1 << self.n) - 1) // ((1 << block) - 1)        # bit 0 of every block
             lo = ((1 << (block - sh)) - 1) * every
-            m = self._masks[block, sh] = (lo, ((1 << self.n) - 1) ^ lo)
+            m = self._cache[block, sh] = (lo, ((1 << self.n) - 1) ^ lo)
         return m
 
 
@@ -93,6 +110,24 @@ def rotate(seg: dict, side: str, frame: np.ndarray, axes: Axes) -> list[dict] | 
     for part in work:
         del part["_u"]
     return fixed + work
+
+
+def unmoved(seg: dict, frame: np.ndarray, axes: Axes) -> np.ndarray:
+    """Per segment, whether its (x, y) pairs, as a set, are the same in their ranks' rotated frames as they are:
+    read in one rank's frame, each side one piece per block (its stride the block) through whole rotated periods,
+    each piece within its block. A rotation moves every block's piece to another block's, on both sides alike
+    (piece ``i`` of both sides lies in block ``i`` mod N), so it only permutes the pairs: their hash needs no
+    rotation, however many periods the pieces run through (an input copied whole into scratch)."""
+    n, ok = axes.n, seg["rx"] == seg["ry"]
+    ok &= (seg["i1"] - seg["i0"]) % n == 0
+    for side in ("x", "y"):
+        unit, k, s = frame[0][seg["b" + side]], frame[1][seg["b" + side]], seg["s" + side]
+        u = np.maximum(unit, 1)
+        first = seg[side] + seg["i0"] * s + seg["j0"]
+        last = first + (seg["i1"] - seg["i0"] - 1) * s
+        ok &= (unit > 0) & (s == unit) & (first // u % n == 0) & (first % u + seg["j1"] - seg["j0"] <= u)
+        ok &= last // (u * n) < k
+    return ok
 
 
 def _rotate_axis(seg: dict, side: str, w: np.ndarray, z: int, g: np.ndarray, split: bool = True) -> list[dict] | None:
