@@ -203,6 +203,27 @@ def test_slot_receives_of_a_step_are_judged_disjoint_piece_by_piece():
     assert slots._disjoint(a([0, 1]), a([32, 32]), a([4, 4]), a([1, 1]), a([0, 0]))
 
 
+def test_slot_receives_read_in_another_order_within_their_step_are_paired_in_place(seed=4):
+    """slots._within_groups: where receives and locals come in the same (rank, step) groups, the groups whose
+    regions differ in order are sorted by offset, each where it was; a group that differs otherwise stays apart."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(6), 4)              # (rank, step) groups of four slot receives, in row order
+    rank, step = group // 2, group % 2
+    off = np.concatenate([rng.permutation(8)[:4] * 10 for _ in range(6)])
+    cnt = np.full(24, 3)
+    order = np.concatenate([g * 4 + (rng.permutation(4) if g in (1, 4) else np.arange(4)) for g in range(6)])
+    recv, local = np.arange(24) + 100, order + 200
+    keys = [[rank, step, off.copy(), cnt.copy(), cnt * 0 + 1, cnt * 0],
+            [rank[order], step[order], off[order], cnt[order], cnt * 0 + 1, cnt * 0]]      # (sorted in place)
+    r, loc = slots._within_groups(recv, local, keys)
+    assert all(np.array_equal(x, y) for x, y in zip(*keys))
+    assert np.array_equal(keys[0][2], off[r - 100]) and np.array_equal(keys[1][2], off[loc - 200])
+    assert np.array_equal(group[r - 100], group) and np.array_equal(group[loc - 200], group)    # groups in place
+    keys[1][3][5] = 4                               # a region cut otherwise: still told apart
+    r, loc = slots._within_groups(r, loc, keys)
+    assert not all(np.array_equal(x, y) for x, y in zip(*keys))
+
+
 def test_rotated_segments_hold_the_elements_rotated(seed=5):
     """rotation.rotate against the element-by-element rule, for regions that run through periods of each axis
     (contiguous, strided, pieces across period ends)."""
