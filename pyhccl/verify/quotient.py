@@ -119,11 +119,12 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
     ops = _alike_pieces(ops, s, r, loc)
     if slots is not None:               # (the receive rows, the locals that read them, and the receives' senders)
-        send_of = np.full(len(ops.step), -1, np.int64)
-        send_of[r] = s
-        slots = slots + (send_of[slots[0]],)
-        if (slots[2] < 0).any():
+        order = np.argsort(r) if (np.diff(r) < 0).any() else None
+        ordered = r if order is None else r[order]
+        at = np.minimum(np.searchsorted(ordered, slots[0]), len(r) - 1)
+        if not len(r) or (ordered[at] != slots[0]).any():
             return "a receive into a slot without its send"
+        slots = slots + (s[at] if order is None else s[order[at]],)
     for a, b in [(s, r), (loc, loc)] + ([] if slots is None else [(slots[2], slots[1])]):
         if not (np.array_equal(ops.src.cnt[a], ops.dst.cnt[b]) and np.array_equal(ops.src.rep[a], ops.dst.rep[b])):
             return "the two sides of a move are cut into different pieces"

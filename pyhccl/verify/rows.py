@@ -205,9 +205,15 @@ class Side:
 def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
     """The rounds (steps that transfer data) of the rank with most, and the elements the rank that sends most sends."""
     xfer = np.flatnonzero(ops.local == 0)
-    key = ops.step[xfer] * n + ops.rank[xfer]       # (rows come in (step, rank) order: plans come in rank order)
-    rounds = ops.rank[xfer[np.flatnonzero(np.diff(key, prepend=-1))]]         # each (rank, step) once
-    sent = np.zeros(n, np.int64)
+    step, rank = ops.step[xfer], ops.rank[xfer]     # (rows come in (step, rank) order: plans come in rank order)
+    first = np.ones(len(xfer), bool)
+    first[1:] = (step[1:] != step[:-1]) | (rank[1:] != rank[:-1])
+    rounds = np.bincount(rank[first], minlength=1)                          # each (rank, step) once
     sends = xfer[ops.kind[xfer] == SEND]
-    np.add.at(sent, ops.rank[sends], ops.src.size[sends])
-    return int(np.bincount(rounds, minlength=1).max()), int(sent.max(initial=0))
+    size = ops.src.size[sends]
+    if int(size.max(initial=0)) * len(size) < 1 << 53:         # (every sum exact in a double)
+        sent = np.bincount(ops.rank[sends], weights=size.astype(np.float64), minlength=1).astype(np.int64)
+    else:
+        sent = np.zeros(n, np.int64)
+        np.add.at(sent, ops.rank[sends], size)
+    return int(rounds.max()), int(sent.max(initial=0))

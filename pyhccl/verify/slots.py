@@ -76,7 +76,7 @@ def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, 
 def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> tuple[np.ndarray, np.ndarray]:
     """Where the receives and the locals come in the same (rank, step) groups and only their regions' order in
     some groups differs (a template that receives from its peers in one order and reduces in another), those
-    groups' rows each sorted by offset (``keys`` in place, as the rows); each group stays where it is."""
+    groups' rows each sorted by offset (in place, ``keys`` as the rows); each group stays where it is."""
     if not all(np.array_equal(x, y) for x, y in zip(keys[0][:2], keys[1][:2])):
         return recv, local
     differ = np.zeros(len(recv), bool)
@@ -89,7 +89,6 @@ def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> tuple[np.
     for rows, cols in ((recv, keys[0]), (local, keys[1])):
         offs, place = np.unique(cols[2][at], return_inverse=True)
         order = at[np.argsort(run[at] * len(offs) + place.reshape(-1), kind="stable")]     # by group, then offset
-        rows = rows.copy()
         rows[at] = rows[order]
         for c in cols[2:]:
             c[at] = c[order]
