@@ -109,6 +109,32 @@ def test_multi_level_plans_pass_on_rank_0_rotating_each_level(op, algo, topo, le
     assert "not rank 0's rotated" in _quotient(plans, call)         # (one rotation of all ranks does not map them)
 
 
+@pytest.mark.parametrize("declined", [False, True])
+def test_pieces_rewritten_for_the_quotient_are_put_back_for_the_grid(declined, monkeypatch):
+    """The quotient reads a contiguous side of a move as its other side's pieces, in the rows themselves; whether it
+    passes the set or declines it (and the grid then reads the rows), they are put back as they were."""
+    call = Call("reduce_scatter", 16, 10**10 + 19)
+    plans = _machine_plans("AicpuReduceScatterParallelMeshNHR", "1x4x4", call)
+    layout = sim._Layout(plans, call)
+
+    def columns():
+        return [getattr(side, c).copy() for side in (layout.ops.src, layout.ops.dst) for c in ("cnt", "rep", "stride")]
+
+    before, rewritten = columns(), []
+
+    def spy(*args):
+        undo = real(*args)
+        rewritten.append(any(not np.array_equal(x, y) for x, y in zip(before, columns())))
+        return undo
+    real = quotient._alike_pieces
+    monkeypatch.setattr(quotient, "_alike_pieces", spy)
+    if declined:
+        monkeypatch.setattr(quotient, "relations_alike", lambda *a: False)
+    got = quotient.run(plans, call, layout, levels=(4, 4))
+    assert isinstance(got, str) == declined and rewritten == [True]
+    assert all(np.array_equal(x, y) for x, y in zip(before, columns()))
+
+
 @pytest.mark.parametrize("op, algo, topo, levels", _BY_LEVEL)
 def test_multi_level_faults_the_grid_reports_are_never_passed(op, algo, topo, levels, monkeypatch):
     call = Call(op, int(np.prod(levels)), 7)

@@ -34,8 +34,6 @@ quotient only ever says "passed".
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from ..core.call import Call
@@ -117,48 +115,54 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
         return "a structural fault"
     s, r = checks.sends, checks.recvs
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
-    ops = _alike_pieces(ops, s, r, loc)
-    if slots is not None:               # (the receive rows, the locals that read them, and the receives' senders)
-        order = np.argsort(r) if (np.diff(r) < 0).any() else None
-        ordered = r if order is None else r[order]
-        at = np.minimum(np.searchsorted(ordered, slots[0]), len(r) - 1)
-        if not len(r) or (ordered[at] != slots[0]).any():
-            return "a receive into a slot without its send"
-        slots = slots + (s[at] if order is None else s[order[at]],)
-    for a, b in [(s, r), (loc, loc)] + ([] if slots is None else [(slots[2], slots[1])]):
-        if not (np.array_equal(ops.src.cnt[a], ops.dst.cnt[b]) and np.array_equal(ops.src.rep[a], ops.dst.rep[b])):
-            return "the two sides of a move are cut into different pieces"
-        if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
-            return "a move pairs the tail slice with another"
-    if not relations_alike(ops, n, frame, axes, hashes, s, r, loc, slots):
-        return "the ranks' relations are not rank 0's rotated"
-    mine = loc[ops.rank[loc] == 0]
-    if int(ops.src.rep[mine].sum() + ops.dst.rep[mine].sum()) > _ORDER_PIECES:     # hulls on every rank first
-        checks.batch_locals()
-        free = not (checks.lead[0] >= checks.lead[1]).any()
-    else:
-        free = False
-    if not free and not order_free(ops, mine):
-        return "a rank's local operations of a step touch common data (their order matters)"
-    post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0) if c.count]
-    n_in = call.input_count(0)
-    if whole:
-        post = [(0, n, bits, 0) for o, c, bits, shift in post if (o, c, shift) == (0, call.count, 0)]
-        if len(post) != 1:
-            return "a postcondition that is not whole slices"
-        n_in = n
-    atoms = Rank0(ops, call, frame, axes, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
-    if isinstance(atoms, str):
-        return atoms
-    rounds, sent = counts(layout.ops, n)        # (elements, not slices)
-    return SimReport(n, rounds, sent, n * atoms, quotient=True)
+    undo = _alike_pieces(ops, s, r, loc)     # (in place, undone before returning: the grid may read the rows)
+    try:
+        if slots is not None:               # (the receive rows, the locals that read them, and the receives' senders)
+            order = np.argsort(r) if (np.diff(r) < 0).any() else None
+            ordered = r if order is None else r[order]
+            at = np.minimum(np.searchsorted(ordered, slots[0]), len(r) - 1)
+            if not len(r) or (ordered[at] != slots[0]).any():
+                return "a receive into a slot without its send"
+            slots = slots + (s[at] if order is None else s[order[at]],)
+        for a, b in [(s, r), (loc, loc)] + ([] if slots is None else [(slots[2], slots[1])]):
+            src, dst = ops.src, ops.dst
+            if not (np.array_equal(src.cnt[a], dst.cnt[b]) and np.array_equal(src.rep[a], dst.rep[b])):
+                return "the two sides of a move are cut into different pieces"
+            if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
+                return "a move pairs the tail slice with another"
+        if not relations_alike(ops, n, frame, axes, hashes, s, r, loc, slots):
+            return "the ranks' relations are not rank 0's rotated"
+        mine = loc[ops.rank[loc] == 0]
+        if int(ops.src.rep[mine].sum() + ops.dst.rep[mine].sum()) > _ORDER_PIECES:     # hulls on every rank first
+            checks.batch_locals()
+            free = not (checks.lead[0] >= checks.lead[1]).any()
+        else:
+            free = False
+        if not free and not order_free(ops, mine):
+            return "a rank's local operations of a step touch common data (their order matters)"
+        post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0)
+                if c.count]
+        n_in = call.input_count(0)
+        if whole:
+            post = [(0, n, bits, 0) for o, c, bits, shift in post if (o, c, shift) == (0, call.count, 0)]
+            if len(post) != 1:
+                return "a postcondition that is not whole slices"
+            n_in = n
+        atoms = Rank0(ops, call, frame, axes, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
+        if isinstance(atoms, str):
+            return atoms
+        rounds, sent = counts(layout.ops, n)        # (elements, not slices)
+        return SimReport(n, rounds, sent, n * atoms, quotient=True)
+    finally:
+        undo()
 
 
 def _alike_pieces(ops, s, r, loc):
-    """``ops`` with each move's two sides in the same pieces where one side is contiguous and the other the same
-    number of elements in pieces (``[20:24]`` received from ``[1:2|4x4]`` read as ``[20:21|4x1]``); the rest as
-    they are. Only the piece columns of a side that changes are copied."""
-    new: dict = {}                      # per side ('src', 'dst'): its copied (cnt, rep, stride)
+    """Each move's two sides rewritten in place into the same pieces where one side is contiguous and the other the
+    same number of elements in pieces (``[20:24]`` received from ``[1:2|4x4]`` read as ``[20:21|4x1]``): the same
+    elements, so each region's size and end stay. Returns the function that puts the rows back: they are the
+    grid's (copies of the columns, each as long as the rows, cost more than the rest of the rewrite)."""
+    saved = []
     for a, b in ((s, r), (loc, loc)):
         differ = np.flatnonzero((ops.src.cnt[a] != ops.dst.cnt[b]) | (ops.src.rep[a] != ops.dst.rep[b]))
         if not len(differ):
@@ -167,18 +171,15 @@ def _alike_pieces(ops, s, r, loc):
         ca, ra, cb, rb = ops.src.cnt[a], ops.src.rep[a], ops.dst.cnt[b], ops.dst.rep[b]
         to_dst = (rb == 1) & (cb == ca * ra)                # a contiguous destination read as its source's pieces
         to_src = ~to_dst & (ra == 1) & (ca == cb * rb)      # a contiguous source read as its destination's
-        for name, rows, fix, c, k in (("dst", b, to_dst, ca, ra), ("src", a, to_src, cb, rb)):
-            if fix.any():
-                old = getattr(ops, name)
-                cols = new.setdefault(name, [old.cnt.copy(), old.rep.copy(), old.stride.copy()])
-                cols[0][rows[fix]], cols[1][rows[fix]], cols[2][rows[fix]] = c[fix], k[fix], c[fix]
-    if not new:
-        return ops
-    out = copy.copy(ops)
-    for name, (cnt, rep, stride) in new.items():     # (the same elements: each region's size and end are kept)
-        old = getattr(ops, name)
-        setattr(out, name, Side(old.buf, old.off, cnt, rep, stride, derived=(old.size, old.end)))
-    return out
+        for side, rows, fix, c, k in ((ops.dst, b, to_dst, ca, ra), (ops.src, a, to_src, cb, rb)):
+            rows = rows[fix]
+            saved.append((side, rows, side.cnt[rows], side.rep[rows], side.stride[rows]))
+            side.cnt[rows], side.rep[rows], side.stride[rows] = c[fix], k[fix], c[fix]
+
+    def undo() -> None:
+        for side, rows, cnt, rep, stride in reversed(saved):
+            side.cnt[rows], side.rep[rows], side.stride[rows] = cnt, rep, stride
+    return undo
 
 
 class _NotBlocks(Exception):

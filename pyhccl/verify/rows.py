@@ -190,12 +190,10 @@ class Side:
     """Regions as arrays: buffer code, offset, piece count, pieces, stride (rows of :class:`PlanArrays`)."""
 
     def __init__(self, buf: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray,
-                 stride: np.ndarray, derived: tuple | None = None) -> None:
-        """``derived``: the regions' ``size`` and ``end``, where known (the same elements cut another way)."""
+                 stride: np.ndarray) -> None:
         self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
-        if derived is None:
-            derived = cnt * rep, off + stride * (rep - 1) + cnt         # (end: one past the last element)
-        self.size, self.end = derived
+        self.size = cnt * rep
+        self.end = off + stride * (rep - 1) + cnt          # one past the last element
 
     def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
         """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""
@@ -204,16 +202,16 @@ class Side:
 
 def counts(ops: PlanArrays, n: int) -> tuple[int, int]:
     """The rounds (steps that transfer data) of the rank with most, and the elements the rank that sends most sends."""
-    xfer = np.flatnonzero(ops.local == 0)
-    step, rank = ops.step[xfer], ops.rank[xfer]     # (rows come in (step, rank) order: plans come in rank order)
-    first = np.ones(len(xfer), bool)
+    step, rank = ops.step, ops.rank                 # (rows come in (step, rank) order, transfers first)
+    first = np.ones(len(step), bool)
     first[1:] = (step[1:] != step[:-1]) | (rank[1:] != rank[:-1])
-    rounds = np.bincount(rank[first], minlength=1)                          # each (rank, step) once
-    sends = xfer[ops.kind[xfer] == SEND]
+    starts = np.flatnonzero(first)
+    rounds = np.bincount(rank[starts[ops.local[starts] == 0]], minlength=1)     # each (rank, step) once
+    sends = np.flatnonzero(ops.kind == SEND)
     size = ops.src.size[sends]
     if int(size.max(initial=0)) * len(size) < 1 << 53:         # (every sum exact in a double)
-        sent = np.bincount(ops.rank[sends], weights=size.astype(np.float64), minlength=1).astype(np.int64)
+        sent = np.bincount(rank[sends], weights=size.astype(np.float64), minlength=1).astype(np.int64)
     else:
         sent = np.zeros(n, np.int64)
-        np.add.at(sent, ops.rank[sends], size)
+        np.add.at(sent, rank[sends], size)
     return int(rounds.max()), int(sent.max(initial=0))
