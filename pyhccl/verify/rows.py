@@ -158,7 +158,9 @@ def _side(regions: list, order: np.ndarray, moves: tuple | None, shift: np.ndarr
     buf = _ints(rs, "buf", _BUF)[order]
     off = _ints(rs, "offset")[order]
     if moves is not None:
-        off += np.where((buf == moves[0]) & (off < moves[2]), moves[1], 0)
+        moved = buf == moves[0]
+        moved &= off < moves[2]
+        np.add(off, moves[1], out=off, where=moved)
     if shift is not None:
         aliased = buf == 0
         buf[aliased] = 1
@@ -193,7 +195,10 @@ class Side:
                  stride: np.ndarray) -> None:
         self.buf, self.off, self.cnt, self.rep, self.stride = buf, off, cnt, rep, stride
         self.size = cnt * rep
-        self.end = off + stride * (rep - 1) + cnt          # one past the last element
+        self.end = end = rep - 1                            # one past the last element (in place: rows are many)
+        end *= stride
+        end += off
+        end += cnt
 
     def take(self, rows: np.ndarray, base: np.ndarray) -> "Moves":
         """The regions of ``rows`` as keyed pieces (``base``: the key of element 0 of each row's buffer)."""
