@@ -109,6 +109,22 @@ def test_multi_level_plans_pass_on_rank_0_rotating_each_level(op, algo, topo, le
     assert "not rank 0's rotated" in _quotient(plans, call)         # (one rotation of all ranks does not map them)
 
 
+def test_sides_cut_into_pieces_no_rewrite_can_match_are_told_apart():
+    """_alike_pieces: a contiguous side is read as the other side's pieces (and put back); two sides that are both
+    in pieces, cut differently, cannot be, and the quotient is told so."""
+    def side(cnt, rep, stride):
+        a = lambda v: np.array(v, np.int64)
+        return Side(a([0] * len(cnt)), a([0] * len(cnt)), a(cnt), a(rep), a(stride))
+    rows = np.arange(2)
+    # sources: 2 x 2 elements (stride 3), 1 x 4 (stride 2); the contiguous destinations are read as those pieces
+    for dst, fixed, read in ((([4, 1], [1, 4], [0, 2]), True, [2, 1]), (([1, 4], [4, 1], [2, 0]), False, [1, 1])):
+        ops = SimpleNamespace(src=side([2, 1], [2, 4], [3, 2]), dst=side(*dst))
+        undo, alike = quotient._alike_pieces(ops, rows, rows, rows[:0])
+        assert alike == fixed and ops.dst.cnt.tolist() == read
+        undo()
+        assert ops.dst.cnt.tolist() == dst[0] and ops.dst.rep.tolist() == dst[1] and ops.dst.stride.tolist() == dst[2]
+
+
 @pytest.mark.parametrize("declined", [False, True])
 def test_pieces_rewritten_for_the_quotient_are_put_back_for_the_grid(declined, monkeypatch):
     """The quotient reads a contiguous side of a move as its other side's pieces, in the rows themselves; whether it

@@ -115,7 +115,7 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
         return "a structural fault"
     s, r = checks.sends, checks.recvs
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
-    undo = _alike_pieces(ops, s, r, loc)     # (in place, undone before returning: the grid may read the rows)
+    undo, alike = _alike_pieces(ops, s, r, loc)    # (in place, undone before returning: the grid may read the rows)
     try:
         if slots is not None:               # (the receive rows, the locals that read them, and the receives' senders)
             order = np.argsort(r) if (np.diff(r) < 0).any() else None
@@ -124,11 +124,12 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
             if not len(r) or (ordered[at] != slots[0]).any():
                 return "a receive into a slot without its send"
             slots = slots + (s[at] if order is None else s[order[at]],)
-        for a, b in [(s, r), (loc, loc)] + ([] if slots is None else [(slots[2], slots[1])]):
-            src, dst = ops.src, ops.dst
-            if not (np.array_equal(src.cnt[a], dst.cnt[b]) and np.array_equal(src.rep[a], dst.rep[b])):
+        moves = [(s, r), (loc, loc)] + ([] if slots is None else [(slots[2], slots[1])])
+        for a, b in moves[2 if alike else 0:]:          # (the first two: alike where _alike_pieces says so)
+            if not (np.array_equal(ops.src.cnt[a], ops.dst.cnt[b]) and np.array_equal(ops.src.rep[a], ops.dst.rep[b])):
                 return "the two sides of a move are cut into different pieces"
-            if whole and not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
+        for a, b in moves if whole else ():
+            if not np.array_equal(whole.tail[0][a], whole.tail[1][b]):
                 return "a move pairs the tail slice with another"
         if not relations_alike(ops, n, frame, axes, hashes, s, r, loc, slots):
             return "the ranks' relations are not rank 0's rotated"
@@ -160,9 +161,10 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
 def _alike_pieces(ops, s, r, loc):
     """Each move's two sides rewritten in place into the same pieces where one side is contiguous and the other the
     same number of elements in pieces (``[20:24]`` received from ``[1:2|4x4]`` read as ``[20:21|4x1]``): the same
-    elements, so each region's size and end stay. Returns the function that puts the rows back: they are the
-    grid's (copies of the columns, each as long as the rows, cost more than the rest of the rewrite)."""
-    saved = []
+    elements, so each region's size and end stay. Returns the function that puts the rows back (they are the
+    grid's: copies of the columns, each as long as the rows, cost more than the rest of the rewrite), and whether
+    every move's sides are now in the same pieces."""
+    saved, alike = [], True
     for a, b in ((s, r), (loc, loc)):
         differ = np.flatnonzero((ops.src.cnt[a] != ops.dst.cnt[b]) | (ops.src.rep[a] != ops.dst.rep[b]))
         if not len(differ):
@@ -171,6 +173,7 @@ def _alike_pieces(ops, s, r, loc):
         ca, ra, cb, rb = ops.src.cnt[a], ops.src.rep[a], ops.dst.cnt[b], ops.dst.rep[b]
         to_dst = (rb == 1) & (cb == ca * ra)                # a contiguous destination read as its source's pieces
         to_src = ~to_dst & (ra == 1) & (ca == cb * rb)      # a contiguous source read as its destination's
+        alike &= bool((to_dst | to_src).all())
         for side, rows, fix, c, k in ((ops.dst, b, to_dst, ca, ra), (ops.src, a, to_src, cb, rb)):
             rows = rows[fix]
             saved.append((side, rows, side.cnt[rows], side.rep[rows], side.stride[rows]))
@@ -179,7 +182,7 @@ def _alike_pieces(ops, s, r, loc):
     def undo() -> None:
         for side, rows, cnt, rep, stride in reversed(saved):
             side.cnt[rows], side.rep[rows], side.stride[rows] = cnt, rep, stride
-    return undo
+    return undo, alike
 
 
 class _NotBlocks(Exception):

@@ -101,7 +101,7 @@ def memoised(fn):
                 elif t is Slices:
                     zero = Slices(0, x.n, x.size, x.regular, x.tail)
                 else:
-                    zero = VSlices(tuple(o - delta for o in x.offsets), x.counts, x.repeat, x.rstride)
+                    zero = VSlices(tuple(map(delta.__rsub__, x.offsets)), x.counts, x.repeat, x.rstride)
             else:
                 continue
             if not delta or not isinstance(buf, Buf):
