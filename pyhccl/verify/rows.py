@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import attrgetter
 from types import SimpleNamespace
@@ -21,6 +22,7 @@ _BUFS = (Buf.INPUT, Buf.OUTPUT, Buf.SCRATCH)
 SEND, RECV, REDUCE, COPY = range(4)
 _NO_REGION = SimpleNamespace(buf=None, offset=0, count=0, repeat=1, stride=None)
 _KIND = {Kind.SEND: SEND, Kind.RECV: RECV, Kind.REDUCE: REDUCE, Kind.COPY: COPY}
+_BOTH_AT_ONCE = 1 << 20     # rows past which the two sides' columns are made in two threads
 
 
 class PlanArrays:
@@ -93,8 +95,12 @@ class PlanArrays:
         _rename(self.peer, *_distinct(groups, by_step), sizes)
         self._moves = _moves(*_distinct(moves, by_step), sizes)
         aliased = None if shift is None else np.asarray(shift, dtype=np.int64)[self.rank]
-        self.src = _side(list(map(_GET["src"], distinct)), at, self._moves, aliased)
-        self.dst = _side(list(map(_GET["dst"], distinct)), at, self._moves, aliased)
+        sides = [list(map(_GET[f], distinct)) for f in ("src", "dst")]
+        if len(at) > _BOTH_AT_ONCE:         # (two threads: numpy's passes over the rows release the GIL)
+            with ThreadPoolExecutor(2) as pool:
+                self.src, self.dst = pool.map(lambda rs: _side(rs, at, self._moves, aliased), sides)
+        else:
+            self.src, self.dst = (_side(rs, at, self._moves, aliased) for rs in sides)
         self.nsteps = int(self.step.max()) + 1 if len(self.step) else 0
         self.step_start = np.searchsorted(self.step, np.arange(self.nsteps + 1))
 
