@@ -168,7 +168,8 @@ def test_relations_hashed_a_few_rows_at_a_time_decide_alike(op, algo, topo, leve
 
 
 @pytest.mark.parametrize("op, algo, topo, levels", [("reduce_scatter", "NHR", None, ()),
-                                                     ("reduce_scatter",) + _RS_LEVELS[0], ("reduce_scatter",) + _RS_LEVELS[2]])
+                                                     ("reduce_scatter",) + _RS_LEVELS[0],
+                                                     ("reduce_scatter",) + _RS_LEVELS[2]])
 def test_order_judged_on_every_ranks_hulls_where_rank_0_has_too_many_pieces(op, algo, topo, levels, monkeypatch):
     """Rank 0's local operations are judged element by element up to 2^22 pieces; past that, every rank's hulls
     first (and rank 0's elements where hulls meet): fault-free plans still pass and every fault the grid reports is
@@ -254,15 +255,15 @@ def test_slot_receives_read_in_another_order_within_their_step_are_paired_in_pla
     off = np.concatenate([rng.permutation(8)[:4] * 10 for _ in range(6)])
     cnt = np.full(24, 3)
     order = np.concatenate([g * 4 + (rng.permutation(4) if g in (1, 4) else np.arange(4)) for g in range(6)])
-    recv, local = np.arange(24) + 100, order + 200
+    r, loc = np.arange(24) + 100, order + 200
     keys = [[rank, step, off.copy(), cnt.copy(), cnt * 0 + 1, cnt * 0],
             [rank[order], step[order], off[order], cnt[order], cnt * 0 + 1, cnt * 0]]      # (sorted in place)
-    r, loc = slots._within_groups(recv, local, keys)
+    slots._within_groups(r, loc, keys)
     assert all(np.array_equal(x, y) for x, y in zip(*keys))
     assert np.array_equal(keys[0][2], off[r - 100]) and np.array_equal(keys[1][2], off[loc - 200])
     assert np.array_equal(group[r - 100], group) and np.array_equal(group[loc - 200], group)    # groups in place
     keys[1][3][5] = 4                               # a region cut otherwise: still told apart
-    r, loc = slots._within_groups(r, loc, keys)
+    slots._within_groups(r, loc, keys)
     assert not all(np.array_equal(x, y) for x, y in zip(*keys))
 
 

@@ -28,9 +28,6 @@ class Axes:
         self.n = int(np.prod(sizes, dtype=np.int64))
         self._cache: dict = {}
 
-    def digits(self, rank: np.ndarray) -> list[np.ndarray]:
-        return [np.asarray(rank, np.int64) // b % z for b, z in zip(self.below, self.sizes)]
-
     def rel(self, peer: np.ndarray, rank: np.ndarray) -> np.ndarray:
         """``peer`` as seen from ``rank``: digit by digit, the difference (per digit, a lookup in tables of the
         digits and of their differences: divisions of every row cost ten times more)."""

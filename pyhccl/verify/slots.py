@@ -56,7 +56,7 @@ def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, 
     keys = [[ops.rank[rows], ops.step[rows], side.off[rows], side.cnt[rows], side.rep[rows], side.stride[rows]]
             for rows, side in ((recv, dst), (local, src))]
     if not all(np.array_equal(x, y) for x, y in zip(*keys)):       # (in row order already, the usual case: aligned)
-        recv, local = _within_groups(recv, local, keys)
+        _within_groups(recv, local, keys)
     if not all(np.array_equal(x, y) for x, y in zip(*keys)):
         for i, rows in enumerate((recv, local)):
             order = np.lexsort(keys[i][::-1])
@@ -73,27 +73,24 @@ def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, 
     return recv, local
 
 
-def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> tuple[np.ndarray, np.ndarray]:
+def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> None:
     """Where the receives and the locals come in the same (rank, step) groups and only their regions' order in
-    some groups differs (a template that receives from its peers in one order and reduces in another), those
-    groups' rows each sorted by offset (in place, ``keys`` as the rows); each group stays where it is."""
+    some groups differs (a template that receives from its peers in one order and reduces in another), sort
+    those groups' rows by offset, in place (``keys`` as the rows); each group stays where it is."""
     if not all(np.array_equal(x, y) for x, y in zip(keys[0][:2], keys[1][:2])):
-        return recv, local
+        return
     differ = np.zeros(len(recv), bool)
     for x, y in zip(keys[0][2:], keys[1][2:]):
         differ |= x != y
     rank, step = keys[0][:2]
     run = np.cumsum(np.concatenate(([True], (rank[1:] != rank[:-1]) | (step[1:] != step[:-1]))))
     at = np.flatnonzero(np.isin(run, run[differ]))
-    out = []
     for rows, cols in ((recv, keys[0]), (local, keys[1])):
         offs, place = np.unique(cols[2][at], return_inverse=True)
         order = at[np.argsort(run[at] * len(offs) + place.reshape(-1), kind="stable")]     # by group, then offset
         rows[at] = rows[order]
         for c in cols[2:]:
             c[at] = c[order]
-        out.append(rows)
-    return out[0], out[1]
 
 
 def _disjoint(group: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> bool:

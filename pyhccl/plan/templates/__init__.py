@@ -130,7 +130,7 @@ def _end(data) -> int:
     """One past the last element of ``data`` (a region or slices), or more (VSlices: the furthest offset plus the
     largest slice)."""
     if type(data) is Region:
-        return data.offset + (data.repeat - 1) * (data.stride or 0) + data.count
+        return data.end
     if type(data) is Slices:
         return data.base + data.size * data.regular + (data.tail if data.regular < data.n else 0)
     return max(data.offsets, default=0) + (data.repeat - 1) * (data.rstride or 0) + max(data.counts, default=0)
