@@ -74,33 +74,37 @@ def child(case: dict) -> dict:
         algo = res.algorithm
         if res.error != _SELECTED:
             return {"status": res.status, "algorithm": algo, "error": res.error.splitlines()[0] if res.error else ""}
-    api.build_plan(call, algo, first, m)                # the first build computes the machine's groups
-    cold = range(first + 1, min(m.nranks, first + 1 + SAMPLE_RANKS))      # a group's worth: work its peers reuse
-    steady = range(cold.stop, min(m.nranks, cold.stop + 4 * SAMPLE_RANKS))   # the cost per rank after it
-    gc.disable()                # as verify() builds plans
-    t0 = time.process_time()
-    for r in cold:
-        api.build_plan(call, algo, r, m)
-    t1 = time.process_time()
-    for r in steady:
-        api.build_plan(call, algo, r, m)
-    per_rank = (time.process_time() - t1) / max(1, len(steady))
-    gc.enable()
-    estimate = t1 - t0 + per_rank * (m.nranks - len(cold))
+    if m.nranks >= api.QUOTIENT_MIN_RANKS and api.rotation_built(call, algo):
+        estimate = 0.0          # verify() builds rank 0's plan alone (every rank's is it, rotated)
+    else:
+        api.build_plan(call, algo, first, m)                # the first build computes the machine's groups
+        cold = range(first + 1, min(m.nranks, first + 1 + SAMPLE_RANKS))      # a group's worth: work its peers reuse
+        steady = range(cold.stop, min(m.nranks, cold.stop + 4 * SAMPLE_RANKS))   # the cost per rank after it
+        gc.disable()                # as verify() builds plans
+        t0 = time.process_time()
+        for r in cold:
+            api.build_plan(call, algo, r, m)
+        t1 = time.process_time()
+        for r in steady:
+            api.build_plan(call, algo, r, m)
+        per_rank = (time.process_time() - t1) / max(1, len(steady))
+        gc.enable()
+        estimate = t1 - t0 + per_rank * (m.nranks - len(cold))
     out = {"algorithm": algo, "build_estimate": estimate}
     if estimate > case["timeout"]:
         return {**out, "status": "skipped"}
     times = {"sim": 0.0}
-    real = api.simulate
 
-    def timed(plans, call, **kw):
-        t = time.process_time()
-        try:
-            return real(plans, call, **kw)
-        finally:
-            times["sim"] = time.process_time() - t
+    def timed(simulate):
+        def run(*args, **kw):
+            t = time.process_time()
+            try:
+                return simulate(*args, **kw)
+            finally:
+                times["sim"] = time.process_time() - t
+        return run
 
-    api.simulate = timed
+    api.simulate, api.simulate_rank0 = timed(api.simulate), timed(api.simulate_rank0)      # (rank 0's alone)
     w0, c0 = time.perf_counter(), time.process_time()
     res = verify(case["op"], case["topo"], count=case["count"], algo=forced)     # the selection's path when selected
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0

@@ -12,14 +12,15 @@ import difflib
 from functools import lru_cache
 from ..algo import registry
 from ..core.call import HCCL_OPS, Call, canonical_op
+from . import hccl
 from .hccl import NotRunnableError, build_registered, not_runnable_reason
 from ..topo.machine import Machine, machine
 from .ir import Plan
-from .sole import ROLE_OF_OP, TABLES, op_steps
+from .sole import ROLE_OF_OP, TABLES, clear_caches as clear_sole_caches, op_steps, rotates
 from .templates import clear_memos, positions
 
 __all__ = ["NotRunnableError", "build_plan", "flat_names", "hccl_names", "algorithms", "resolve_name",
-           "not_runnable_reason", "clear_caches"]
+           "not_runnable_reason", "clear_caches", "rotation_built"]
 
 
 def flat_names(op: str) -> list[str]:
@@ -59,6 +60,7 @@ def clear_caches() -> None:
     """Forget the plans built so far and the templates' memoised results (:func:`~.templates.clear_memos`)."""
     _build.cache_clear()
     clear_memos()
+    clear_sole_caches()
 
 
 @lru_cache(maxsize=4096)
@@ -77,6 +79,17 @@ def _build(call: Call, algo: str, rank: int, topo: str | None) -> Plan:
     meta = (("op", call.op), ("algo", name), ("nranks", call.nranks), ("count", call.count),
             ("in_place", call.in_place), ("root", call.root))
     return Plan(rank, tuple(steps), meta)
+
+
+def rotation_built(call: Call, algo: str) -> bool:
+    """Whether :func:`build_plan` makes every rank's plan for ``call`` with ``algo`` as rank 0's moved on by its
+    rank (its peers and its blocks: :func:`~.templates.alltoall.moved_on`), on any machine: then rank 0's plan
+    stands for every rank's, rotated, by construction (the simulator's rank-0 run past a few hundred ranks)."""
+    table = TABLES[ROLE_OF_OP[call.op]]
+    name = algo if algo in table else resolve_name(call.op, algo)
+    if name in table:
+        return rotates(call, table[name], positions(call.nranks))
+    return hccl.rotation_built(call, registry.get(name))
 
 
 def build_plan(call: Call, algo: str, rank: int, machine: Machine | None = None) -> Plan:

@@ -22,11 +22,12 @@ from . import executors as ex
 from .executors import LayoutError, Levels
 from .ir import Buf, Region, Step
 from .slices import Slices
-from .sole import TABLES, data_window, op_steps
+from .sole import TABLES, data_window, op_steps, rotates
 from .templates import memoised, positions
 from .templates.p2p import batch_send_recv
 
-__all__ = ["NotRunnableError", "Form", "template_form", "executor_kind", "build_registered", "not_runnable_reason"]
+__all__ = ["NotRunnableError", "Form", "template_form", "executor_kind", "build_registered", "not_runnable_reason",
+           "rotation_built"]
 
 #: MAX_JETTY_NUM (src/ops/op_common/template/template_utils.h): channels per peer, equal port shares.
 MULTILINK_SHARES = (0.25, 0.25, 0.25, 0.25)
@@ -149,6 +150,20 @@ def _split_fn(role: str, name: str, shares: tuple[float, ...]) -> Callable:
             return steps
         return ex.split_links(steps, shares)
     return memoised(split)
+
+
+def rotation_built(call: Call, reg: Registration) -> bool:
+    """Whether :func:`build_registered` makes every rank's steps for ``call`` as rank 0's moved on by its rank: one
+    template over all ranks in rank order (the Sole executor's branch below) that :func:`~.sole.rotates`."""
+    try:
+        forms = _check(reg)
+    except NotRunnableError:
+        return False
+    if not forms or HCCL_OPS[reg.op] != call.op:
+        return False
+    kind, f = executor_kind(reg.executor), forms[0][0]
+    one = kind == "sole" and f.name != "ConcurrentMeshNHR" or kind in ("twoshot", "ordered") and call.op != "allreduce"
+    return one and rotates(call, _fn(f, reg, call.nranks), positions(call.nranks))
 
 
 def build_registered(call: Call, reg: Registration, rank: int, groups: Sequence[Sequence[int]],

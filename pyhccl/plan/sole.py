@@ -16,9 +16,10 @@ from ..core.call import Call
 from .executors import copy_step
 from .ir import Buf, Region, Step, copy
 from .slices import Slices, VSlices
-from .templates import A2A, AG, AR, BARRIER, BCAST, GATHER, P2P, REDUCE, RS, SCATTER
+from .templates import A2A, AG, AR, BARRIER, BCAST, GATHER, P2P, REDUCE, RS, SCATTER, positions
+from .templates.alltoall import moved_on
 
-__all__ = ["ROLE_OF_OP", "TABLES", "op_steps", "data_window"]
+__all__ = ["ROLE_OF_OP", "TABLES", "op_steps", "data_window", "rotates", "clear_caches"]
 
 #: The template role that carries each op by itself (the Sole executor's template).
 ROLE_OF_OP = {
@@ -61,6 +62,25 @@ def _alltoall_blocks(n: int, c: int, lo: int, w: int) -> tuple[tuple[Region | No
     send = tuple(Region(Buf.INPUT, j * c + lo, w) if w else None for j in range(n))
     recv = tuple(Region(Buf.OUTPUT, j * c + lo, w) if w else None for j in range(n))
     return send, recv
+
+
+def clear_caches() -> None:
+    """Forget the blocks and the AlltoAll steps kept per call."""
+    for f in (_max_input, _alltoall_blocks, _a2a_first):
+        f.cache_clear()
+
+
+def rotates(call: Call, template: Callable, group: tuple[int, ...]) -> bool:
+    """Whether :func:`op_steps` makes every rank's steps of ``call`` with ``template`` over ``group`` as rank 0's
+    moved on by its rank (:func:`~.templates.alltoall.moved_on`): an AlltoAll with one of the A2A templates as
+    they are (not split over links) over all ranks in rank order."""
+    return call.op == "alltoall" and template in A2A.values() and group == positions(call.nranks)
+
+
+@lru_cache(maxsize=16)
+def _a2a_first(template: Callable, group: tuple[int, ...], c: int, lo: int, w: int, scratch: int) -> tuple[Step, ...]:
+    """Position 0's AlltoAll steps (every rank's are them moved on: :func:`rotates`)."""
+    return tuple(template(group, 0, *_alltoall_blocks(len(group), c, lo, w), scratch=scratch))
 
 
 def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], *, lo: int = 0,
@@ -121,6 +141,8 @@ def op_steps(call: Call, template: Callable, rank: int, group: tuple[int, ...], 
             steps += copy_step(Region(OUT, lo, mine.count), mine)
         return steps
     if op == "alltoall":
+        if rotates(call, template, group):
+            return moved_on(_a2a_first(template, group, c, lo, w, scratch), group, pos, *_alltoall_blocks(n, c, lo, w))
         return template(group, pos, *_alltoall_blocks(n, c, lo, w), scratch=scratch)
     if op == "alltoallv":
         m = call.matrix

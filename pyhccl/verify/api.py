@@ -23,9 +23,12 @@ from ..algo.dtypes import DATATYPE_SIZE, parse_dtype, parse_reduce_op
 from ..algo.predicates import op_call
 from ..core.call import OPS, Call, canonical_op, hccl_op
 from ..core.call import make_call as core_make_call
-from ..plan.api import NotRunnableError, build_plan, clear_caches as clear_plan_caches, flat_names, resolve_name
+from ..plan.api import (NotRunnableError, build_plan, clear_caches as clear_plan_caches, flat_names, resolve_name,
+                        rotation_built)
 from .memory import BuildGuard, MemoryBudgetError, task
+from .quotient import QUOTIENT_MIN_RANKS
 from .sim import SimReport, SimulationError, simulate
+from .uniform import simulate_rank0
 from ..select import SelectionError, select_for
 from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
@@ -272,11 +275,12 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
 
 
 def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
-    """Build every rank's plan and simulate them."""
+    """Build every rank's plan and simulate them (or rank 0's alone, where it stands for every rank's)."""
+    rank0 = m.nranks >= QUOTIENT_MIN_RANKS and rotation_built(call, name)
     plans = []
     guard = BuildGuard(task("building and simulating", call), m.nranks)
     with _no_cycle_collection():
-        for r in range(m.nranks):
+        for r in range(1 if rank0 else m.nranks):
             try:
                 plans.append(build_plan(call, name, r, m))
                 guard.built(r + 1, plans[-1])
@@ -289,7 +293,7 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
                                             + "".join(traceback.format_exc(limit=-4)))
     try:
         levels = tuple(len(level[0]) for level in m.layout.levels) if m.uniform else ()
-        rep = _simulate_once(plans, call, guard.actions, levels)
+        rep = simulate_rank0(plans[0], call) if rank0 else _simulate_once(plans, call, guard.actions, levels)
     except MemoryBudgetError as e:
         return _refused(done("failed", name, str(e)))
     except SimulationError as e:

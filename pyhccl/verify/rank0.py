@@ -62,13 +62,17 @@ class Rank0:
     sender's), then its local operations in order; then its output against the postcondition."""
 
     def __init__(self, ops: PlanArrays, call: Call, frame, axes: Axes, sizes, u_orig: int, s_orig: int, s, r, loc,
-                 n_in: int, post: list) -> None:
+                 n_in: int, post: list, senders=None) -> None:
+        """``senders``: None where ``s`` are the sending ranks' own rows; else each receive's sending rank, and
+        ``s`` rank 0's rows that are those sends in rank 0's frame (a plan set built as rank 0's rotated)."""
         self.ops, self.call, self.n, self.axes = ops, call, call.nranks, axes
         self.n_in, self.post = n_in, post           # (in the frame's units: elements, or whole slices)
         self.unit, self.krot, self.size = frame[0].tolist(), frame[1].tolist(), sizes.tolist()
         self.u_orig, self.s_orig = u_orig, s_orig
         mine = ops.rank[r] == 0
         self.recv, self.send = r[mine], s[mine]                 # rank 0's receives and their senders' rows
+        self.own = senders is not None                         # (the senders' rows in rank 0's frame)
+        self.senders = ops.rank[self.send] if senders is None else np.asarray(senders)[mine]
         self.sent = np.flatnonzero((ops.rank == 0) & (ops.local == 0) & (ops.kind == SEND) & (ops.src.size > 0))
         self.loc = loc[ops.rank[loc] == 0]
 
@@ -133,24 +137,28 @@ class Rank0:
         steps_r = ops.step[self.recv]
         steps_s = ops.step[self.sent]
         steps_l = ops.step[self.loc]
+        self.step: int | None = 0           # (where a fault is found: a step, or None: the output after the last)
         try:
             for t in range(ops.nsteps):
-                recv = self.recv[steps_r == t]
-                if len(recv):
-                    self.transfers(recv, self.send[steps_r == t], self.sent[steps_s == t])
+                self.step = t
+                now = steps_r == t
+                if now.any():
+                    self.transfers(self.recv[now], self.send[now], self.senders[now], self.sent[steps_s == t])
                 for row in self.loc[steps_l == t].tolist():
                     self.local(row)
+            self.step = None
             self.check_post()
         except _Fault as e:
-            return f"rank 0: {e}"
+            self.fault = str(e)
+            return f"rank 0, {'after the last step' if self.step is None else f'step {self.step}'}: {e}"
         return sum(len(b.starts) for b in self.bufs)
 
-    def transfers(self, recv: np.ndarray, send: np.ndarray, sent: np.ndarray) -> None:
+    def transfers(self, recv: np.ndarray, send: np.ndarray, senders: np.ndarray, sent: np.ndarray) -> None:
         """One step's receives of rank 0: every source read before any write (the step's sends run at once)."""
         ops, writes, dsts = self.ops, [], []
-        for rrow, srow in zip(recv.tolist(), send.tolist()):
-            q = int(ops.rank[srow])
-            for (bd, x, cnt), (bs, y, cnt_s) in _aligned(self.pieces(ops.dst, rrow, 0), self.pieces(ops.src, srow, q)):
+        for rrow, srow, q in zip(recv.tolist(), send.tolist(), senders.tolist()):
+            for (bd, x, cnt), (bs, y, cnt_s) in _aligned(self.pieces(ops.dst, rrow, 0),
+                                                         self.pieces(ops.src, srow, 0 if self.own else q)):
                 vals = self.rotated(self.bufs[bs].read(y, y + cnt), cnt, q)
                 writes.append((bd, x, cnt, vals))
                 dsts.append((bd, x, x + cnt))
@@ -205,9 +213,22 @@ class Rank0:
     def check_post(self) -> None:
         out = self.bufs[1]
         for offset, count, bits, shift in self.post:
-            for off, v in out.read(offset, offset + count):
+            try:
+                vals = out.read(offset, offset + count)
+            except _Fault:
+                raise _Fault(f"out[{offset}:{offset + count}] should hold {_ranks(bits)}'s data, and some of it holds "
+                             f"none") from None
+            for off, v in vals:
                 if v[0] != bits or v[1] != offset + off + shift:
-                    raise _Fault("output differs from the postcondition")
+                    raise _Fault(f"out[{offset + off}] should hold {_ranks(bits)}'s element of input index "
+                                 f"{offset + off + shift}; it holds {_ranks(v[0])}'s of input index {v[1]}")
+
+
+def _ranks(bits: int) -> str:
+    """The ranks of a bit set, for messages (the first few)."""
+    ranks = [i for i in range(min(bits.bit_length(), 1 << 20)) if bits >> i & 1]
+    text = ", ".join(map(str, ranks[:8])) + (", ..." if len(ranks) > 8 else "")
+    return f"rank {text}" if len(ranks) == 1 else f"ranks {{{text}}}"
 
 
 def _aligned(a, b):

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from ..ir import Action, Region, Step, copy, recv, send
 
 __all__ = ["A2A", "ALLTOALLV_DIRECT_FULLMESH_CONCURRENT_SIZE", "alltoall_mesh", "alltoall_pairwise",
-           "mesh_rounds"]
+           "mesh_rounds", "moved_on"]
 
 #: Peers one rank talks to at once in the grouped full mesh (ins_temp_all_to_all_v_mesh_1D.h).
 ALLTOALLV_DIRECT_FULLMESH_CONCURRENT_SIZE = 16
@@ -93,6 +93,44 @@ def alltoall_pairwise(group: tuple[int, ...], pos: int, send_blocks: Sequence[Re
     own = _own_copy(pos, send_blocks, recv_blocks)
     steps[0] = Step(steps[0].transfers, steps[0].local + own)
     return steps
+
+
+def moved_on(steps: Sequence[Step], group: tuple[int, ...], pos: int, send_blocks: Sequence[Region | None],
+             recv_blocks: Sequence[Region | None]) -> list[Step]:
+    """Position ``pos``'s steps made from position 0's ``steps``: every position moved on by ``pos``.
+
+    Both templates use their position only as ``pos + i`` and ``pos - i`` (mod N), and a block
+    only as ``send_blocks[p]`` / ``recv_blocks[p]`` of such a position ``p``. So position
+    ``pos``'s steps are position 0's, with each peer ``group[p]`` read as ``group[p + pos]``
+    and each block ``send_blocks[j]`` (``recv_blocks[j]``) as ``send_blocks[j + pos]``
+    (``recv_blocks[j + pos]``), where position 0's steps were made with the very tables given
+    here (the tests compare both ways of building). A plan set built so is rank 0's rotated by
+    construction, which the simulator uses past a few hundred ranks
+    (:func:`pyhccl.plan.api.rotation_built`).
+
+    Raises:
+        ValueError: a region of ``steps`` that is not one of the blocks.
+    """
+    n = len(group)
+    if not pos:
+        return list(steps)
+    at = {g: j for j, g in enumerate(group)}
+    blocks = {b: table[(j + pos) % n] for table in (send_blocks, recv_blocks)
+              for j, b in enumerate(table) if b is not None}
+
+    def move(r: Region | None) -> Region | None:
+        if r is None:
+            return None
+        try:
+            return blocks[r]
+        except KeyError:
+            raise ValueError(f"expecting every region of position 0's AlltoAll steps to be one of its blocks, "
+                             f"got {r}") from None
+
+    def act(a: Action) -> Action:
+        peer = None if a.peer is None else group[(at[a.peer] + pos) % n]
+        return Action(a.kind, peer, move(a.src), move(a.dst))
+    return [Step(tuple(map(act, s.transfers)), tuple(map(act, s.local))) for s in steps]
 
 
 #: AlltoAll(V) templates by short name.
