@@ -8,6 +8,7 @@ agree on every plan set, sound or faulty, and a super pod's AlltoAll (8192 ranks
 """
 
 import random
+import re
 
 import pytest
 
@@ -15,7 +16,7 @@ import pyhccl.plan.templates.alltoall as a2a
 import pyhccl.verify.api as api
 from pyhccl.core.call import Call
 from pyhccl.plan.api import build_plan, clear_caches, hccl_names, rotation_built
-from pyhccl.plan.ir import Plan, Region, Step
+from pyhccl.plan.ir import Plan, Region, Step, copy, recv, send
 from pyhccl.plan.sole import _alltoall_blocks
 from pyhccl.plan.templates import positions
 from pyhccl.verify import verify
@@ -88,53 +89,61 @@ def test_rank_0_alone_agrees_with_the_grid(topo, count, algo, monkeypatch):
 
 
 def _faults():
-    """Faults put into the templates' exchanges: every rank gets them alike (rank 0's moved on)."""
-    ex = a2a._exchange
+    """Faults put into the templates' exchanges or their copy of the own block, as (the function replaced, the
+    fault, what rank 0's run says): every rank gets them alike (rank 0's moved on)."""
+    ex, rounds = a2a._exchange, a2a.mesh_rounds
 
     def moved(table, k):
         return [table[(p + k) % len(table)] for p in range(len(table))]
+
+    def exchange(fn):
+        return lambda g, to, frm, sb, rb: fn(g, to, frm, sb, rb, ex(g, to, frm, sb, rb))
     return {
-        "a send left out": (lambda g, to, frm, sb, rb: Step(ex(g, to, frm, sb, rb).transfers[1:]),
+        "a send left out": ("_exchange", exchange(lambda g, to, frm, sb, rb, st: Step(st.transfers[1:])),
                             r"meets no send of rank \d+ to rank 0"),
-        "a receive left out": (lambda g, to, frm, sb, rb: Step(ex(g, to, frm, sb, rb).transfers[:-1]),
+        "a receive left out": ("_exchange", exchange(lambda g, to, frm, sb, rb, st: Step(st.transfers[:-1])),
                                r"meets no receive of rank 0 from"),
-        "the wrong block sent": (lambda g, to, frm, sb, rb: ex(g, to, frm, moved(sb, 1), rb),
+        "the wrong block sent": ("_exchange", lambda g, to, frm, sb, rb: ex(g, to, frm, moved(sb, 1), rb),
                                  r"should hold rank 1's element of input index 0; it holds rank 1's of input index"),
-        "the wrong slot received": (lambda g, to, frm, sb, rb: ex(g, to, frm, sb, moved(rb, 1)),
+        "the wrong slot received": ("_exchange", lambda g, to, frm, sb, rb: ex(g, to, frm, sb, moved(rb, 1)),
                                     r"some of it holds none"),
-        "sizes that differ": (lambda g, to, frm, sb, rb: ex(g, to, frm, [Region(r.buf, r.offset, r.count - 1)
-                                                                         for r in sb], rb),
-                              r"receives 3 elements; rank 1 sends 2"),
-        "a region past the input": (lambda g, to, frm, sb, rb: ex(g, to, frm, [Region(r.buf, r.offset + 1, r.count)
-                                                                                for r in sb], rb),
-                                    r"reads past the end of in"),
+        "sizes that differ": ("_exchange", lambda g, to, frm, sb, rb: ex(g, to, frm, [
+            Region(r.buf, r.offset, r.count - 1) for r in sb], rb), r"receives 3 elements; rank 1 sends 2"),
+        "a region past the input": ("_exchange", lambda g, to, frm, sb, rb: ex(g, to, frm, [
+            Region(r.buf, r.offset + 1, r.count) for r in sb], rb), r"in\[\d+:\d+\] is out of bounds \(in holds"),
+        "a rank sending to itself": ("mesh_rounds", lambda n, pos, c=16: [[pos] + r if not q else r for q, r in
+                                                                         enumerate(rounds(n, pos, c))],
+                                     r"names peer 0; expecting a rank in range\(\d+\) other than 0"),
+        "no copy of the own block": ("_own_copy", lambda pos, sb, rb: (), r"out\[0:3\] should hold rank 0's data"),
+        "a send among the local operations": ("_own_copy", lambda pos, sb, rb: (send(1, sb[pos]),),
+                                              r"is not a local operation"),
+        "a copy of another size": ("_own_copy", lambda pos, sb, rb: (copy(rb[pos], Region(sb[pos].buf, sb[pos].offset,
+                                                                                         1)),),
+                                   r"has 1 source and 3 destination elements"),
     }
 
 
 @pytest.mark.parametrize("fault", list(_faults()))
 def test_faults_fail_both_ways(fault, monkeypatch):
-    monkeypatch.setattr(a2a, "_exchange", _faults()[fault][0])
+    where, make, _ = _faults()[fault]
+    monkeypatch.setattr(a2a, where, make)
     rank0, grid = _both(monkeypatch, "1x1x9", 3, "Mesh")
     assert rank0.status == grid.status == "failed", (rank0, grid)
 
 
-@pytest.mark.parametrize("fault", list(_faults()) + ["no copy of its own block"])
+@pytest.mark.parametrize("fault", list(_faults()))
 def test_a_super_pods_alltoall_runs_on_rank_0_and_each_fault_is_named(fault, monkeypatch):
     clear_caches()
     api.forget_plans()
     ok = verify("alltoall", "1x128x64", count=3)
     assert (ok.status, ok.algorithm, ok.rounds) == ("ok", "AicpuAllToAllSoleMeshSingleChannel", 512), ok
-    if fault in _faults():
-        make, text = _faults()[fault]
-        monkeypatch.setattr(a2a, "_exchange", make)
-    else:
-        monkeypatch.setattr(a2a, "_own_copy", lambda *a: ())
-        text = r"out\[0:3\] should hold rank 0's data, and some of it holds none"
+    where, make, text = _faults()[fault]
+    monkeypatch.setattr(a2a, where, make)
     clear_caches()
     api.forget_plans()
     bad = verify("alltoall", "1x128x64", count=3)
     assert bad.status == "failed" and "rank 0" in bad.error, bad
-    assert __import__("re").search(text, bad.error), bad.error
+    assert re.search(text, bad.error), bad.error
 
 
 def test_rank_0_alone_takes_only_an_alltoall():

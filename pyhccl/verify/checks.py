@@ -74,28 +74,57 @@ def _tangled(lo: np.ndarray, hi: np.ndarray, is_dst: np.ndarray, g: np.ndarray, 
     return out | ((s0 < d1) & (d0 < s1))
 
 
+def static_faults(ops: PlanArrays, n: int, sizes: np.ndarray) -> tuple:
+    """Per row, what it shows by itself: not a transfer, a bad peer (outside ``range(n)`` or its own rank), not a
+    local operation, a local operation's two sides of different sizes; per side, a region past its buffer's end
+    (``sizes``: in, out, scratch) and one that lies within; and the transfers with none of these."""
+    xfer, loc = ops.local == 0, ops.local == 1
+    k, src, dst = ops.kind, ops.src, ops.dst
+    not_xfer = xfer & ~(((k == SEND) & (src.buf >= 0)) | ((k == RECV) & (dst.buf >= 0)))
+    ok_x = xfer & ~not_xfer
+    bad_peer = ok_x & ((ops.peer < 0) | (ops.peer >= n) | (ops.peer == ops.rank))
+    ok_x &= ~bad_peer
+    not_local = loc & ~(((k == REDUCE) | (k == COPY)) & (src.buf >= 0) & (dst.buf >= 0))
+    bad_size = loc & ~not_local & (src.size != dst.size)
+    ok_l = loc & ~not_local & ~bad_size
+    oob, inside = [], []
+    for i, side in enumerate((src, dst)):
+        has = np.where(xfer, ok_x & (np.where(k == SEND, 0, 1) == i), ok_l) & (side.size > 0)
+        oob.append(has & (side.end > sizes[np.maximum(side.buf, 0)]))
+        inside.append(has & ~oob[i])
+    return not_xfer, bad_peer, not_local, bad_size, oob, inside, ok_x
+
+
+def static_text(ops: PlanArrays, faults: tuple, n: int, sizes: np.ndarray, row: int) -> str | None:
+    """The message of ``row``'s first fault of ``faults`` (the first five of :func:`static_faults`), None if none."""
+    not_xfer, bad_peer, not_local, bad_size, oob = faults
+    a = ops.action(row)
+    if not_xfer[row]:
+        return f"'{a}' is not a transfer"
+    if bad_peer[row]:
+        return f"'{a}' names peer {a.peer}; expecting a rank in range({n}) other than {int(ops.rank[row])}"
+    if not_local[row]:
+        return f"'{a}' is not a local operation"
+    if bad_size[row]:
+        return f"'{a}' has {a.src.size} source and {a.dst.size} destination elements"
+    for i, side in enumerate((ops.src, ops.dst)):
+        if oob[i][row]:
+            b = int(side.buf[row])
+            text = region_text(b, int(side.off[row]), int(side.cnt[row]), int(side.rep[row]), int(side.stride[row]))
+            return f"region {text} is out of bounds ({BUF_NAMES[b]} holds {int(sizes[b])} elements)"
+    return None
+
+
 class Checks:
     """Static faults per row, the transfer matching, and the moves of every step."""
 
     def __init__(self, sim, ops: PlanArrays, *, batches: bool = True) -> None:
         """``batches``: also group each step's local rows into the batches the grid runs (:meth:`batch_locals`)."""
         self.sim, self.ops = weakref.proxy(sim), ops     # no cycle: a finished simulation is freed at once
-        n, sizes = sim.n, sim.sizes
-        xfer, loc = ops.local == 0, ops.local == 1
-        k, src, dst = ops.kind, ops.src, ops.dst
-        self.not_xfer = xfer & ~(((k == SEND) & (src.buf >= 0)) | ((k == RECV) & (dst.buf >= 0)))
-        ok_x = xfer & ~self.not_xfer
-        self.bad_peer = ok_x & ((ops.peer < 0) | (ops.peer >= n) | (ops.peer == ops.rank))
-        ok_x &= ~self.bad_peer
-        self.xside = np.where(k == SEND, 0, 1)            # which side a transfer's region is on
-        self.not_local = loc & ~(((k == REDUCE) | (k == COPY)) & (src.buf >= 0) & (dst.buf >= 0))
-        self.bad_size = loc & ~self.not_local & (src.size != dst.size)
-        ok_l = loc & ~self.not_local & ~self.bad_size
-        self.oob, self.inside = [], []          # per side: rows out of bounds, rows whose region may run
-        for i, side in enumerate((src, dst)):
-            has = np.where(xfer, ok_x & (self.xside == i), ok_l) & (side.size > 0)
-            self.oob.append(has & (side.end > sizes[np.maximum(side.buf, 0)]))
-            self.inside.append(has & ~self.oob[i])
+        xfer, loc, src = ops.local == 0, ops.local == 1, ops.src
+        self.xside = np.where(ops.kind == SEND, 0, 1)            # which side a transfer's region is on
+        self.not_xfer, self.bad_peer, self.not_local, self.bad_size, self.oob, self.inside, ok_x = \
+            static_faults(ops, sim.n, sim.sizes)
         self.match_steps = self._match(ok_x)
         self.xbad_step = min(_first_step(ops, self.not_xfer | self.bad_peer), min(self.match_steps, default=ops.nsteps),
                              _first_step(ops, xfer & (self.oob[0] | self.oob[1])))
@@ -277,13 +306,10 @@ class Checks:
             return
         ops, sim = self.ops, self.sim
         lo, hi = ops.step_start[t], ops.step_start[t + 1]
-        for mask, text in ((self.not_xfer, lambda a, row: f"'{a}' is not a transfer"),
-                           (self.bad_peer, lambda a, row: f"'{a}' names peer {a.peer}; expecting a rank in "
-                                                          f"range({sim.n}) other than {int(ops.rank[row])}")):
-            rows = np.flatnonzero(mask[lo:hi])
-            if len(rows):
-                row = lo + rows[0]
-                raise sim.fail(int(ops.rank[row]), text(ops.action(row), row))
+        rows = np.flatnonzero((self.not_xfer | self.bad_peer)[lo:hi])
+        if len(rows):
+            row = lo + rows[0]
+            raise sim.fail(int(ops.rank[row]), self._text(row))
         if t in self.match_steps:
             n = sim.n
             g = next(x for x in self.bad_pairs if x // (n * n) == t)
@@ -299,29 +325,18 @@ class Checks:
                            f"match in number, order and size")
         self._oob(np.arange(lo, hi)[ops.local[lo:hi] == 0])
 
-    def _oob_text(self, row: int) -> str | None:
-        """The out-of-bounds message of ``row``'s first region out of bounds, None if none is."""
-        for i, side in enumerate((self.ops.src, self.ops.dst)):
-            if self.oob[i][row]:
-                b = int(side.buf[row])
-                text = region_text(b, int(side.off[row]), int(side.cnt[row]), int(side.rep[row]), int(side.stride[row]))
-                return f"region {text} is out of bounds ({BUF_NAMES[b]} holds {int(self.sim.sizes[b])} elements)"
-        return None
+    def _text(self, row: int) -> str | None:
+        """``row``'s static fault (:func:`static_text`), None if it has none."""
+        return static_text(self.ops, (self.not_xfer, self.bad_peer, self.not_local, self.bad_size, self.oob),
+                           self.sim.n, self.sim.sizes, row)
 
     def _oob(self, rows: np.ndarray) -> None:
-        for row in rows:
-            text = self._oob_text(int(row))
-            if text:
-                raise self.sim.fail(int(self.ops.rank[row]), text)
+        for row in rows[(self.oob[0] | self.oob[1])[rows]]:
+            raise self.sim.fail(int(self.ops.rank[row]), self._text(int(row)))
 
     def static_local(self, row: int) -> tuple[int, str]:
         """The rank and message of a local row's static fault."""
-        a, rank = self.ops.action(row), int(self.ops.rank[row])
-        if self.not_local[row]:
-            return rank, f"'{a}' is not a local operation"
-        if self.bad_size[row]:
-            return rank, f"'{a}' has {a.src.size} source and {a.dst.size} destination elements"
-        return rank, self._oob_text(row) or ""
+        return int(self.ops.rank[row]), self._text(row) or ""
 
     def transfer_moves(self, t: int) -> tuple[np.ndarray, np.ndarray, Moves, Moves]:
         """Step ``t``'s moves: send rows, receive rows, and both sides as :class:`Moves`."""

@@ -5,7 +5,8 @@ on by its rank: each peer ``p`` read as ``p + r`` and each block ``j`` of the in
 ``j + r`` (HCCL's AlltoAll Mesh and Pairwise over all ranks, :func:`pyhccl.plan.templates.alltoall.moved_on`).
 Then no other rank's plan need exist: an AlltoAll of 8192 ranks is 67 M transfers a side, rank 0's 8191.
 
-By the construction, rank ``r``'s send to rank ``r + d`` in step ``t`` is rank 0's send to ``d`` in step ``t``,
+First the grid's structural checks run on rank 0's rows (:func:`~.checks.static_faults`). By the
+construction, rank ``r``'s send to rank ``r + d`` in step ``t`` is rank 0's send to ``d`` in step ``t``,
 moved on; so rank ``q``'s send to rank 0 is rank 0's send to ``-q``, and each receive of rank 0 from ``q`` must
 meet one such send (the ``k``-th receive from ``q`` of a step the ``k``-th send to ``-q``), of its size. Rank 0
 is then run exactly (:class:`~.rank0.Rank0`: its contributors as an N-bit set, each element's input index), what
@@ -24,11 +25,10 @@ from ..core.call import Call
 from ..plan.ir import Plan
 from .rank0 import Rank0
 from .rotation import ALL, Axes
+from .checks import static_faults, static_text
 from .rows import RECV, SEND, PlanArrays, counts
 
 __all__ = ["simulate_rank0"]
-
-_BUFS = ("in", "out", "scr")
 
 
 def simulate_rank0(plan: Plan, call: Call):
@@ -36,9 +36,11 @@ def simulate_rank0(plan: Plan, call: Call):
     call's count in its input and its output; scratch not moved), for AlltoAll ``call``.
 
     Raises:
-        SimulationError: a region past its buffer's end, a peer out of range, a receive without its send (or of
-            another size), or what rank 0's run finds (read before write, two receives into one element, a
-            receive into what the step sends, output not the postcondition's).
+        SimulationError: what the grid's structural checks find in rank 0's plan alone (a region past its
+            buffer's end, a bad peer, a transfer among the local operations or the reverse, a local operation
+            whose sides differ in size), a receive without its send (or of another size), or what rank 0's run
+            finds (read before write, two receives into one element, a receive into what the step sends, output
+            not the postcondition's).
         ValueError: a call of another op than AlltoAll.
     """
     from .sim import SimReport, SimulationError      # (sim imports the quotient, which shares rank0 with this)
@@ -52,23 +54,15 @@ def simulate_rank0(plan: Plan, call: Call):
                                f"every rank has this fault)", step=step, rank=0)
 
     ops = PlanArrays([plan], None)
-    sizes = np.array([call.input_count(0), call.output_count(0), 0], np.int64)
-    for side, verb in ((ops.src, "reads"), (ops.dst, "writes")):
-        live = np.flatnonzero((side.buf >= 0) & (side.size > 0))
-        scr = side.buf[live] == 2
-        sizes[2] = max(sizes[2], int(side.end[live[scr]].max(initial=0)))
-        past = live[~scr][side.end[live[~scr]] > sizes[side.buf[live[~scr]]]]
-        if len(past):
-            row = int(past[0])
-            b = int(side.buf[row])
-            raise fault(int(ops.step[row]), f"'{ops.action(row)}' {verb} past the end of {_BUFS[b]} "
-                                            f"({sizes[b]} elements)")
-    s = np.flatnonzero((ops.local == 0) & (ops.kind == SEND))
-    r = np.flatnonzero((ops.local == 0) & (ops.kind == RECV))
-    for rows in (s, r):
-        out = rows[(ops.peer[rows] < 0) | (ops.peer[rows] >= n)]
-        if len(out):
-            raise fault(int(ops.step[out[0]]), f"'{ops.action(int(out[0]))}' names a rank outside 0..{n - 1}")
+    live = [(side.buf == 2) & (side.size > 0) for side in (ops.src, ops.dst)]
+    scratch = max(int(side.end[at].max(initial=0)) for side, at in zip((ops.src, ops.dst), live))
+    sizes = np.array([call.input_count(0), call.output_count(0), scratch], np.int64)
+    *faults, _, ok_x = static_faults(ops, n, sizes)
+    bad = np.flatnonzero(faults[0] | faults[1] | faults[2] | faults[3] | faults[4][0] | faults[4][1])
+    if len(bad):            # (rows come in step order)
+        raise fault(int(ops.step[bad[0]]), static_text(ops, faults, n, sizes, int(bad[0])))
+    s = np.flatnonzero(ok_x & (ops.kind == SEND))
+    r = np.flatnonzero(ok_x & (ops.kind == RECV))
     # the k-th receive from q of a step meets the k-th send to -q (rank q's send to 0, in rank 0's frame)
     s = s[np.lexsort((s, -ops.peer[s] % n, ops.step[s]))]
     r = r[np.lexsort((r, ops.peer[r], ops.step[r]))]
