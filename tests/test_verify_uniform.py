@@ -38,12 +38,13 @@ def test_every_position_is_position_0_moved_on(name, kw):
                     assert a2a.moved_on(first, group, pos, send, recv) == fn(group, pos, send, recv, scratch=0, **kw)
 
 
-def test_a_region_that_is_no_block_is_refused():
-    send, recv = _alltoall_blocks(4, 3, 0, 3)
-    steps = a2a.alltoall_mesh(positions(4), 0, send, recv) + [Step(local=(a2a.copy(Region(recv[0].buf, 1, 2),
-                                                                                   send[0]),))]
+def test_a_region_that_is_no_block_or_a_peer_outside_the_group_is_refused():
+    sb, rb = _alltoall_blocks(4, 3, 0, 3)
+    steps = a2a.alltoall_mesh(positions(4), 0, sb, rb) + [Step(local=(copy(Region(rb[0].buf, 1, 2), sb[0]),))]
     with pytest.raises(ValueError, match="one of its blocks, got out\\[1:3\\]"):
-        a2a.moved_on(steps, positions(4), 1, send, recv)
+        a2a.moved_on(steps, positions(4), 1, sb, rb)
+    with pytest.raises(ValueError, match="in its group and every region one of its blocks, got 7"):
+        a2a.moved_on([Step((send(7, sb[1]),))], positions(4), 1, sb, rb)
 
 
 @pytest.mark.parametrize("topo", ["1x1x6", "2x2x3", "1x2x5"])

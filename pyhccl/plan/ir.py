@@ -233,6 +233,11 @@ def with_peer(a: Action, peer: int) -> Action:
     return _action(a.kind, peer, a.src, a.dst)
 
 
+def with_regions(a: Action, peer: int | None, src: Region | None, dst: Region | None) -> Action:
+    """``a``'s kind with ``peer``, ``src`` and ``dst`` (a step moved elsewhere)."""
+    return _action(a.kind, peer, src, dst)
+
+
 @dataclass(frozen=True, slots=True)
 class Step:
     """Concurrent transfers, then local operations in order."""

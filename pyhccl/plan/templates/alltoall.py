@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..ir import Action, Region, Step, copy, recv, send
+from ..ir import Action, Region, Step, copy, recv, send, with_regions
 
 __all__ = ["A2A", "ALLTOALLV_DIRECT_FULLMESH_CONCURRENT_SIZE", "alltoall_mesh", "alltoall_pairwise",
            "mesh_rounds", "moved_on"]
@@ -109,28 +109,21 @@ def moved_on(steps: Sequence[Step], group: tuple[int, ...], pos: int, send_block
     (:func:`pyhccl.plan.api.rotation_built`).
 
     Raises:
-        ValueError: a region of ``steps`` that is not one of the blocks.
+        ValueError: a peer of ``steps`` not in ``group``, or a region that is not one of the blocks.
     """
     n = len(group)
     if not pos:
         return list(steps)
-    at = {g: j for j, g in enumerate(group)}
+    peers = {g: group[(j + pos) % n] for j, g in enumerate(group)}
     blocks = {b: table[(j + pos) % n] for table in (send_blocks, recv_blocks)
               for j, b in enumerate(table) if b is not None}
-
-    def move(r: Region | None) -> Region | None:
-        if r is None:
-            return None
-        try:
-            return blocks[r]
-        except KeyError:
-            raise ValueError(f"expecting every region of position 0's AlltoAll steps to be one of its blocks, "
-                             f"got {r}") from None
-
-    def act(a: Action) -> Action:
-        peer = None if a.peer is None else group[(at[a.peer] + pos) % n]
-        return Action(a.kind, peer, move(a.src), move(a.dst))
-    return [Step(tuple(map(act, s.transfers)), tuple(map(act, s.local))) for s in steps]
+    blocks[None] = None
+    try:
+        return [Step(tuple([with_regions(a, peers[a.peer], blocks[a.src], blocks[a.dst]) for a in s.transfers]),
+                     tuple([with_regions(a, None, blocks[a.src], blocks[a.dst]) for a in s.local])) for s in steps]
+    except KeyError as e:
+        raise ValueError(f"expecting every peer of position 0's AlltoAll steps in its group and every region one "
+                         f"of its blocks, got {e.args[0]}") from None
 
 
 #: AlltoAll(V) templates by short name.
