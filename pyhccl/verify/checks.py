@@ -11,6 +11,7 @@ step, so that the simulator runs each group over every rank at once.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,41 +75,52 @@ def _tangled(lo: np.ndarray, hi: np.ndarray, is_dst: np.ndarray, g: np.ndarray, 
     return out | ((s0 < d1) & (d0 < s1))
 
 
-def static_faults(ops: PlanArrays, n: int, sizes: np.ndarray) -> tuple:
-    """Per row, what it shows by itself: not a transfer, a bad peer (outside ``range(n)`` or its own rank), not a
-    local operation, a local operation's two sides of different sizes; per side, a region past its buffer's end
-    (``sizes``: in, out, scratch) and one that lies within; and the transfers with none of these."""
+class StaticFaults(NamedTuple):
+    """Per row, what it shows by itself (:func:`static_faults`); ``oob`` and ``inside`` per side (source,
+    destination)."""
+
+    not_xfer: np.ndarray            # among the transfers, not a send or a receive with its region
+    bad_peer: np.ndarray            # a transfer's peer outside range(n) or its own rank
+    not_local: np.ndarray           # among the local operations, not a reduce or a copy with both regions
+    bad_size: np.ndarray            # a local operation whose two sides differ in size
+    oob: list                       # a region past its buffer's end
+    inside: list                    # a region that lies within its buffer
+    ok_x: np.ndarray                # the transfers with none of these faults
+
+
+def static_faults(ops: PlanArrays, n: int, sizes: np.ndarray) -> StaticFaults:
+    """Every row's faults that no other row enters into (``n`` ranks; ``sizes``: in, out, scratch)."""
     xfer, loc = ops.local == 0, ops.local == 1
     k, src, dst = ops.kind, ops.src, ops.dst
     not_xfer = xfer & ~(((k == SEND) & (src.buf >= 0)) | ((k == RECV) & (dst.buf >= 0)))
     ok_x = xfer & ~not_xfer
     bad_peer = ok_x & ((ops.peer < 0) | (ops.peer >= n) | (ops.peer == ops.rank))
     ok_x &= ~bad_peer
+    xside = np.where(k == SEND, 0, 1)           # which side a transfer's region is on
     not_local = loc & ~(((k == REDUCE) | (k == COPY)) & (src.buf >= 0) & (dst.buf >= 0))
     bad_size = loc & ~not_local & (src.size != dst.size)
     ok_l = loc & ~not_local & ~bad_size
     oob, inside = [], []
     for i, side in enumerate((src, dst)):
-        has = np.where(xfer, ok_x & (np.where(k == SEND, 0, 1) == i), ok_l) & (side.size > 0)
+        has = np.where(xfer, ok_x & (xside == i), ok_l) & (side.size > 0)
         oob.append(has & (side.end > sizes[np.maximum(side.buf, 0)]))
         inside.append(has & ~oob[i])
-    return not_xfer, bad_peer, not_local, bad_size, oob, inside, ok_x
+    return StaticFaults(not_xfer, bad_peer, not_local, bad_size, oob, inside, ok_x)
 
 
-def static_text(ops: PlanArrays, faults: tuple, n: int, sizes: np.ndarray, row: int) -> str | None:
-    """The message of ``row``'s first fault of ``faults`` (the first five of :func:`static_faults`), None if none."""
-    not_xfer, bad_peer, not_local, bad_size, oob = faults
+def static_text(ops: PlanArrays, f: StaticFaults, n: int, sizes: np.ndarray, row: int) -> str | None:
+    """The message of ``row``'s first fault of ``f``, None if it has none."""
     a = ops.action(row)
-    if not_xfer[row]:
+    if f.not_xfer[row]:
         return f"'{a}' is not a transfer"
-    if bad_peer[row]:
+    if f.bad_peer[row]:
         return f"'{a}' names peer {a.peer}; expecting a rank in range({n}) other than {int(ops.rank[row])}"
-    if not_local[row]:
+    if f.not_local[row]:
         return f"'{a}' is not a local operation"
-    if bad_size[row]:
+    if f.bad_size[row]:
         return f"'{a}' has {a.src.size} source and {a.dst.size} destination elements"
     for i, side in enumerate((ops.src, ops.dst)):
-        if oob[i][row]:
+        if f.oob[i][row]:
             b = int(side.buf[row])
             text = region_text(b, int(side.off[row]), int(side.cnt[row]), int(side.rep[row]), int(side.stride[row]))
             return f"region {text} is out of bounds ({BUF_NAMES[b]} holds {int(sizes[b])} elements)"
@@ -122,13 +134,11 @@ class Checks:
         """``batches``: also group each step's local rows into the batches the grid runs (:meth:`batch_locals`)."""
         self.sim, self.ops = weakref.proxy(sim), ops     # no cycle: a finished simulation is freed at once
         xfer, loc, src = ops.local == 0, ops.local == 1, ops.src
-        self.xside = np.where(ops.kind == SEND, 0, 1)            # which side a transfer's region is on
-        self.not_xfer, self.bad_peer, self.not_local, self.bad_size, self.oob, self.inside, ok_x = \
-            static_faults(ops, sim.n, sim.sizes)
-        self.match_steps = self._match(ok_x)
-        self.xbad_step = min(_first_step(ops, self.not_xfer | self.bad_peer), min(self.match_steps, default=ops.nsteps),
-                             _first_step(ops, xfer & (self.oob[0] | self.oob[1])))
-        static_l = self.not_local | self.bad_size | (loc & (self.oob[0] | self.oob[1]))
+        self.static = f = static_faults(ops, sim.n, sim.sizes)
+        self.match_steps = self._match(f.ok_x)
+        self.xbad_step = min(_first_step(ops, f.not_xfer | f.bad_peer), min(self.match_steps, default=ops.nsteps),
+                             _first_step(ops, xfer & (f.oob[0] | f.oob[1])))
+        static_l = f.not_local | f.bad_size | (loc & (f.oob[0] | f.oob[1]))
         self.lbad_step = _first_step(ops, static_l)
         limit = min(self.xbad_step, self.lbad_step + 1)
         # transfer moves, in (step, sender, receiver, order) order
@@ -287,7 +297,7 @@ class Checks:
         last = ops.nsteps - 1 if last is None else last
         lo, hi = ops.step_start[first], ops.step_start[last + 1]
         for i in (0, 1):
-            rows = lo + np.flatnonzero(self.inside[i][lo:hi])
+            rows = lo + np.flatnonzero(self.static.inside[i][lo:hi])
             m = self.moves(rows, i, ops.rank[rows])
             cols.append((m.key, m.cnt, m.rep, m.stride))
         ls = slice(self.lstart[first], self.lstart[last + 1])
@@ -306,7 +316,7 @@ class Checks:
             return
         ops, sim = self.ops, self.sim
         lo, hi = ops.step_start[t], ops.step_start[t + 1]
-        rows = np.flatnonzero((self.not_xfer | self.bad_peer)[lo:hi])
+        rows = np.flatnonzero((self.static.not_xfer | self.static.bad_peer)[lo:hi])
         if len(rows):
             row = lo + rows[0]
             raise sim.fail(int(ops.rank[row]), self._text(row))
@@ -327,12 +337,12 @@ class Checks:
 
     def _text(self, row: int) -> str | None:
         """``row``'s static fault (:func:`static_text`), None if it has none."""
-        return static_text(self.ops, (self.not_xfer, self.bad_peer, self.not_local, self.bad_size, self.oob),
-                           self.sim.n, self.sim.sizes, row)
+        return static_text(self.ops, self.static, self.sim.n, self.sim.sizes, row)
 
     def _oob(self, rows: np.ndarray) -> None:
-        for row in rows[(self.oob[0] | self.oob[1])[rows]]:
-            raise self.sim.fail(int(self.ops.rank[row]), self._text(int(row)))
+        out = rows[(self.static.oob[0] | self.static.oob[1])[rows]]
+        if len(out):
+            raise self.sim.fail(int(self.ops.rank[out[0]]), self._text(int(out[0])))
 
     def static_local(self, row: int) -> tuple[int, str]:
         """The rank and message of a local row's static fault."""

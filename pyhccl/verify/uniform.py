@@ -57,12 +57,12 @@ def simulate_rank0(plan: Plan, call: Call):
     live = [(side.buf == 2) & (side.size > 0) for side in (ops.src, ops.dst)]
     scratch = max(int(side.end[at].max(initial=0)) for side, at in zip((ops.src, ops.dst), live))
     sizes = np.array([call.input_count(0), call.output_count(0), scratch], np.int64)
-    *faults, _, ok_x = static_faults(ops, n, sizes)
-    bad = np.flatnonzero(faults[0] | faults[1] | faults[2] | faults[3] | faults[4][0] | faults[4][1])
+    f = static_faults(ops, n, sizes)
+    bad = np.flatnonzero(f.not_xfer | f.bad_peer | f.not_local | f.bad_size | f.oob[0] | f.oob[1])
     if len(bad):            # (rows come in step order)
-        raise fault(int(ops.step[bad[0]]), static_text(ops, faults, n, sizes, int(bad[0])))
-    s = np.flatnonzero(ok_x & (ops.kind == SEND))
-    r = np.flatnonzero(ok_x & (ops.kind == RECV))
+        raise fault(int(ops.step[bad[0]]), static_text(ops, f, n, sizes, int(bad[0])))
+    s = np.flatnonzero(f.ok_x & (ops.kind == SEND))
+    r = np.flatnonzero(f.ok_x & (ops.kind == RECV))
     # the k-th receive from q of a step meets the k-th send to -q (rank q's send to 0, in rank 0's frame)
     s = s[np.lexsort((s, -ops.peer[s] % n, ops.step[s]))]
     r = r[np.lexsort((r, ops.peer[r], ops.step[r]))]
