@@ -74,7 +74,7 @@ def child(case: dict) -> dict:
         algo = res.algorithm
         if res.error != _SELECTED:
             return {"status": res.status, "algorithm": algo, "error": res.error.splitlines()[0] if res.error else ""}
-    if m.nranks >= api.QUOTIENT_MIN_RANKS and api.rotation_built(call, algo):
+    if api.rank0_alone(call, algo, m):
         estimate = 0.0          # verify() builds rank 0's plan alone (every rank's is it, rotated)
     else:
         api.build_plan(call, algo, first, m)                # the first build computes the machine's groups

@@ -63,10 +63,15 @@ def clear_caches() -> None:
     clear_sole_caches()
 
 
+def _named(call: Call, algo: str) -> tuple[dict, str]:
+    """The op's template table, and ``algo``'s name: one of the table's, or HCCL's registered one."""
+    table = TABLES[ROLE_OF_OP[call.op]]
+    return table, algo if algo in table else resolve_name(call.op, algo)       # cached: no listing per rank
+
+
 @lru_cache(maxsize=4096)
 def _build(call: Call, algo: str, rank: int, topo: str | None) -> Plan:
-    table = TABLES[ROLE_OF_OP[call.op]]
-    name = algo if algo in table else resolve_name(call.op, algo)       # cached: no listing per rank
+    table, name = _named(call, algo)
     if name in table:
         steps = op_steps(call, table[name], rank, positions(call.nranks))
     else:
@@ -85,8 +90,7 @@ def rotation_built(call: Call, algo: str) -> bool:
     """Whether :func:`build_plan` makes every rank's plan for ``call`` with ``algo`` as rank 0's moved on by its
     rank (its peers and its blocks: :func:`~.templates.alltoall.moved_on`), on any machine: then rank 0's plan
     stands for every rank's, rotated, by construction (the simulator's rank-0 run past a few hundred ranks)."""
-    table = TABLES[ROLE_OF_OP[call.op]]
-    name = algo if algo in table else resolve_name(call.op, algo)
+    table, name = _named(call, algo)
     if name in table:
         return rotates(call, table[name], positions(call.nranks))
     return hccl.rotation_built(call, registry.get(name))

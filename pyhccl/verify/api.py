@@ -274,9 +274,16 @@ def _check(call: Call, algo: str | None, m: Machine, dtype: str, reduce_op: str,
     return _run(call, name, m, itemsize, done)
 
 
+def rank0_alone(call: Call, name: str, m: Machine) -> bool:
+    """Whether :func:`verify` builds and runs rank 0's plan alone for ``call`` with ``name`` on ``m``: from
+    ``QUOTIENT_MIN_RANKS`` ranks, where every rank's plan is rank 0's rotated by construction
+    (:func:`~pyhccl.plan.api.rotation_built`, :mod:`.uniform`)."""
+    return m.nranks >= QUOTIENT_MIN_RANKS and rotation_built(call, name)
+
+
 def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult:
     """Build every rank's plan and simulate them (or rank 0's alone, where it stands for every rank's)."""
-    rank0 = m.nranks >= QUOTIENT_MIN_RANKS and rotation_built(call, name)
+    rank0 = rank0_alone(call, name, m)
     plans = []
     guard = BuildGuard(task("building and simulating", call), m.nranks)
     with _no_cycle_collection():

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..core.call import Call
 from .checks import Checks
-from .rank0 import Rank0
+from .rank0 import Rank0, postcondition
 from .relation import hash_bases, relations_alike, sides_alike
 from .rotation import ALL, Axes, periods_kept
 from .rows import PlanArrays, Side, counts
@@ -141,8 +141,7 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
             free = False
         if not free and not order_free(ops, mine):
             return "a rank's local operations of a step touch common data (their order matters)"
-        post = [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0)
-                if c.count]
+        post = postcondition(call)
         n_in = call.input_count(0)
         if whole:
             post = [(0, n, bits, 0) for o, c, bits, shift in post if (o, c, shift) == (0, call.count, 0)]
@@ -151,7 +150,7 @@ def run(plans, call: Call, layout, seed: int = 0, levels: tuple[int, ...] = ()):
             n_in = n
         atoms = Rank0(ops, call, frame, axes, sizes, u_orig, s_orig, s, r, loc, n_in, post).run()
         if isinstance(atoms, str):
-            return atoms
+            return f"rank 0: {atoms}"
         rounds, sent = counts(layout.ops, n)        # (elements, not slices)
         return SimReport(n, rounds, sent, n * atoms, quotient=True)
     finally:

@@ -15,7 +15,7 @@ from ..core.call import Call
 from .rotation import Axes
 from .rows import COPY, REDUCE, SEND, PlanArrays
 
-__all__ = ["Rank0"]
+__all__ = ["Rank0", "postcondition"]
 
 
 class _Fault(Exception):
@@ -55,6 +55,12 @@ class _Buffer:
                 raise _Fault("read before write")
             out.append((self.starts[k] - lo, self.vals[k]))
         return out
+
+
+def postcondition(call: Call) -> list[tuple[int, int, int, int]]:
+    """Rank 0's output as :class:`Rank0` checks it: ``(offset, count, contributing ranks as bits, input index
+    minus offset)`` of each non-empty row of the op's postcondition."""
+    return [(c.offset, c.count, sum(1 << j for j in c.ranks), c.shift) for c in call.spec.post(call, 0) if c.count]
 
 
 class Rank0:
@@ -123,6 +129,8 @@ class Rank0:
             yield tuple(run)
 
     def run(self) -> int | str:
+        """Rank 0's atoms at the end, or what it finds wrong (a str; :attr:`step` says where: a step, or None for
+        the output after the last)."""
         ops = self.ops
         periods = [u * self.n for u in self.unit]      # (a rotated period, whole: its canonical places)
         self.bufs = [_Buffer(max(s, min(-(-s // p), int(k)) * p) if p else s)
@@ -149,8 +157,7 @@ class Rank0:
             self.step = None
             self.check_post()
         except _Fault as e:
-            self.fault = str(e)
-            return f"rank 0, {'after the last step' if self.step is None else f'step {self.step}'}: {e}"
+            return str(e)
         return sum(len(b.starts) for b in self.bufs)
 
     def transfers(self, recv: np.ndarray, send: np.ndarray, senders: np.ndarray, sent: np.ndarray) -> None:

@@ -55,9 +55,10 @@ def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, 
         return None
     keys = [[ops.rank[rows], ops.step[rows], side.off[rows], side.cnt[rows], side.rep[rows], side.stride[rows]]
             for rows, side in ((recv, dst), (local, src))]
-    if not all(np.array_equal(x, y) for x, y in zip(*keys)):       # (in row order already, the usual case: aligned)
-        _within_groups(recv, local, keys)
-    if not all(np.array_equal(x, y) for x, y in zip(*keys)):
+    aligned = all(np.array_equal(x, y) for x, y in zip(*keys))      # (in row order already: the usual case)
+    if not aligned and _within_groups(recv, local, keys):
+        aligned = all(np.array_equal(x, y) for x, y in zip(*keys))
+    if not aligned:
         for i, rows in enumerate((recv, local)):
             order = np.lexsort(keys[i][::-1])
             keys[i] = [c[order] for c in keys[i]]
@@ -73,12 +74,13 @@ def slot_pairs(ops: PlanArrays, frame: np.ndarray, n: int) -> tuple[np.ndarray, 
     return recv, local
 
 
-def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> None:
+def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> bool:
     """Where the receives and the locals come in the same (rank, step) groups and only their regions' order in
     some groups differs (a template that receives from its peers in one order and reduces in another), sort
-    those groups' rows by offset, in place (``keys`` as the rows); each group stays where it is."""
+    those groups' rows by offset, in place (``keys`` as the rows); each group stays where it is. Returns whether
+    it sorted (False: the groups differ, and nothing changed)."""
     if not all(np.array_equal(x, y) for x, y in zip(keys[0][:2], keys[1][:2])):
-        return
+        return False
     differ = np.zeros(len(recv), bool)
     for x, y in zip(keys[0][2:], keys[1][2:]):
         differ |= x != y
@@ -91,6 +93,7 @@ def _within_groups(recv: np.ndarray, local: np.ndarray, keys: list) -> None:
         rows[at] = rows[order]
         for c in cols[2:]:
             c[at] = c[order]
+    return True
 
 
 def _disjoint(group: np.ndarray, off: np.ndarray, cnt: np.ndarray, rep: np.ndarray, stride: np.ndarray) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.call import Call
 from ..plan.ir import Plan
-from .rank0 import Rank0
+from .rank0 import Rank0, postcondition
 from .rotation import ALL, Axes
 from .checks import static_faults, static_text
 from .rows import RECV, SEND, PlanArrays, counts
@@ -84,12 +84,11 @@ def simulate_rank0(plan: Plan, call: Call):
                                         f"'{ops.action(srow)}', moved on)")
     loc = np.flatnonzero((ops.local == 1) & (ops.src.size > 0))
     frame = np.array([[c, c, 0], [ALL, ALL, 0]], np.int64)
-    post = [(p.offset, p.count, sum(1 << j for j in p.ranks), p.shift) for p in call.spec.post(call, 0) if p.count]
-    rank0 = Rank0(ops, call, frame, Axes((n,)), sizes, c, n * c, s, r, loc, call.input_count(0), post,
+    rank0 = Rank0(ops, call, frame, Axes((n,)), sizes, c, n * c, s, r, loc, call.input_count(0), postcondition(call),
                   senders=ops.peer[r])
     atoms = rank0.run()
     if isinstance(atoms, str):
-        raise fault(rank0.step, rank0.fault)
+        raise fault(rank0.step, atoms)
     rounds, sent = counts(ops, 1)
     return SimReport(n, rounds, sent, n * atoms, quotient=True)
 
