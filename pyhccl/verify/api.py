@@ -295,6 +295,9 @@ def _run(call: Call, name: str, m: Machine, itemsize: int, done) -> VerifyResult
                 return done("not-runnable", name, str(e))
             except MemoryBudgetError as e:
                 return _refused(done("failed", name, str(e)))
+            except MemoryError as e:                # (an allocation past the machine's memory: before any look)
+                return _refused(done("failed", name, f"{guard.what}: building rank {r}'s plan ran out of memory "
+                                                     f"({e or 'MemoryError'}): use fewer ranks or another algorithm"))
             except Exception as e:  # noqa: BLE001 - a builder that crashes is a failure to report, not to raise
                 return done("failed", name, f"building rank {r}'s plan raised {type(e).__name__}: {e}\n"
                                             + "".join(traceback.format_exc(limit=-4)))
