@@ -1,6 +1,7 @@
 """pyhccl.verify.memory: a call too large for the memory available fails with a clear reason, not the OOM killer."""
 
 import importlib.util
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -122,6 +123,21 @@ def test_a_builder_out_of_memory_is_a_failure_with_its_reason(monkeypatch):
     assert r.error == ("building and simulating allreduce over 16 ranks (count 8): building rank 0's plan ran out of "
                        "memory (Unable to allocate 128. GiB for an array with shape (131072, 131071)): use fewer "
                        "ranks or another algorithm")
+
+
+def test_alltoallv_matrices_too_large_are_refused_before_they_are_made(monkeypatch, capsys):
+    from pyhccl.verify.cli import main
+    monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.1")       # 2048 x 2048 entries at 120 bytes: 480 MiB
+    r = verify("AllToAllV", "1x1x2048")
+    assert r.status == "failed" and r.call is None
+    # (the need counts what the process holds too)
+    assert re.match(r"making alltoallv's a send-count matrix of 2048 x 2048 needs about \d+ MiB of memory, 102 MiB "
+                    r"allowed by PYHCCL_VERIFY_MEMORY", r.error)
+    assert main(["alltoallv", "--ranks", "2048", "--topo", "none", "--algo", "Pairwise", "-j", "1"]) == 1
+    out = capsys.readouterr().out       # the sweep's four matrices (three counts and an uneven one), one failure
+    assert "# FAIL alltoallv Pairwise: 1 of 1 calls failed, on 1x1xN (N=2048)" in out
+    assert re.search(r"first: Pairwise on 1x1x2048 \(2048 ranks\), no call made\nmaking alltoallv's 4 send-count "
+                     r"matrices of 2048 x 2048 needs about \d\.\d GiB of memory", out)
 
 
 def test_a_step_that_would_outgrow_the_budget(monkeypatch):

@@ -25,7 +25,7 @@ from ..core.call import OPS, Call, canonical_op, hccl_op
 from ..core.call import make_call as core_make_call
 from ..plan.api import (NotRunnableError, build_plan, clear_caches as clear_plan_caches, flat_names, resolve_name,
                         rotation_built)
-from .memory import BuildGuard, MemoryBudgetError, task
+from .memory import BuildGuard, MemoryBudgetError, require_matrices, task
 from .quotient import QUOTIENT_MIN_RANKS
 from .sim import SimReport, SimulationError, simulate
 from .uniform import simulate_rank0
@@ -97,12 +97,15 @@ def make_call(op: str, nranks: int, *, count: int | None = None, root: int | Non
 
     Raises:
         ValueError: an argument the op does not take, or a bad value (from :class:`Call`).
+        MemoryBudgetError: an AlltoAllV's N x N send-count matrix, made here, would not fit in the memory available.
     """
     vector = OPS[canonical_op(op)].vector
     if count is None and vector == "counts" and counts is None:
         counts = uneven_counts(nranks, canonical_op(op))
-    if count is None and vector == "matrix" and send_count_matrix is None:
-        send_count_matrix = uneven_matrix(nranks, canonical_op(op))
+    if vector == "matrix" and send_count_matrix is None:
+        require_matrices(canonical_op(op), nranks, 1)
+        if count is None:
+            send_count_matrix = uneven_matrix(nranks, canonical_op(op))
     return core_make_call(op, nranks, count=DEFAULT_COUNT if count is None else count, root=root, counts=counts,
                           displs=displs, send_count_matrix=send_count_matrix, in_place=in_place, items=items)
 
@@ -148,8 +151,11 @@ def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32",
             the op does not take.
     """
     m = machine(topo)
-    call = make_call(op, m.nranks, count=count, root=root, counts=counts, displs=displs,
-                     send_count_matrix=send_count_matrix, in_place=in_place, items=items)
+    try:
+        call = make_call(op, m.nranks, count=count, root=root, counts=counts, displs=displs,
+                         send_count_matrix=send_count_matrix, in_place=in_place, items=items)
+    except MemoryBudgetError as e:          # (the default AlltoAllV matrix at thousands of ranks)
+        return VerifyResult("failed", canonical_op(op), m.text, m.nranks, algo, error=str(e))
     if algo is not None:
         algo = resolve_name(call.op, algo)
     return check(call, algo, m, dtype=dtype, reduce_op=reduce_op or "sum", expansion_mode=expansion_mode,

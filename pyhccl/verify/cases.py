@@ -12,6 +12,7 @@ from typing import Sequence
 
 from ..core.call import OPS, Call
 from ..core.p2p import pair_items, sendrecv_items
+from .memory import require_matrices
 
 __all__ = ["LARGE_COUNT", "PRIME_COUNT", "FULL_SWEEP_MAX_RANKS", "parse_ranks", "default_counts", "default_roots",
            "uneven_counts", "uneven_matrix", "batch_items", "calls"]
@@ -110,6 +111,9 @@ def calls(op: str, n: int, counts: Sequence[int] | None = None, *, in_place: boo
         counts: per-rank counts to use (default :func:`default_counts`); the V ops use each as an
             equal count on every rank, and add uneven ones only by default.
         in_place: add the in-place form of every call, where the op has one.
+
+    Raises:
+        MemoryBudgetError: AlltoAllV's N x N send-count matrices would not fit in the memory available.
     """
     return list(_calls(op, n, None if counts is None else tuple(counts), in_place))
 
@@ -140,6 +144,7 @@ def _make_calls(op: str, n: int, counts: Sequence[int] | None, in_place: bool) -
             lists += [pair_items(n, 0, n - 1, PRIME_COUNT), sendrecv_items(n, n + 1, shift=-1), batch_items(n, op)]
         return [Call(op, n, items=x) for x in lists]
     if spec.vector == "matrix":
+        require_matrices(op, n, len(counts) + (not given))
         mats = [tuple((c,) * n for _ in range(n)) for c in counts]
         if not given:      # no uneven matrix with a huge entry: the simulator's atoms cascade on it (docs/verify.md)
             mats += [uneven_matrix(n, op)]

@@ -273,7 +273,9 @@ def _places(outcomes: list[Outcome], verbose: bool) -> str:
 def _describe(f, verbose: bool) -> str:
     """Where a failed call ran and its arguments, on one line."""
     c = f.call
-    if c.counts is not None:
+    if c is None:                       # (its calls could not be made: the reason says why)
+        what = "no call made"
+    elif c.counts is not None:
         what = f"counts={c.counts} displs={c.displs}"
     elif c.matrix is not None:
         what = f"matrix={c.matrix}"

@@ -22,9 +22,10 @@ from ..core import settings
 from ..plan.shared import action_count
 from .heap import free_bytes
 
-__all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "require_moves", "BuildGuard",
-           "BUILD_CHECK_RANKS", "MIN_CHECK_BYTES", "BYTES_PER_ACTION", "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END",
-           "RUN_BYTES_PER_ATOM", "STEP_BYTES_PER_ATOM", "STEP_BYTES_PER_NEW_ATOM"]
+__all__ = ["MemoryBudgetError", "task", "budget", "resident", "require", "require_moves", "require_matrices",
+           "BuildGuard", "BUILD_CHECK_RANKS", "MIN_CHECK_BYTES", "BYTES_PER_ACTION", "BYTES_PER_MATRIX_ENTRY",
+           "BYTES_PER_POST_ROW", "CUT_BYTES_PER_END", "RUN_BYTES_PER_ATOM", "STEP_BYTES_PER_ATOM",
+           "STEP_BYTES_PER_NEW_ATOM"]
 
 _GIB = 2**30
 #: Plans built between two looks at the process's memory (a look costs a few microseconds).
@@ -35,6 +36,9 @@ _EARLY_RANKS = 8
 #: per action of the plans, flattened into rows with their checks (measured 254-312), and their regions listed
 #: for the grid's cuts (about 64 more)
 BYTES_PER_ACTION = 384
+#: per entry of an AlltoAllV send-count matrix held by its call, with its send and receive displacements
+#: (Python ints in tuples: measured 115-118 at 1024-2048 ranks)
+BYTES_PER_MATRIX_ENTRY = 120
 #: per row of the postcondition (pyhccl.verify.post.post_rows; a row per contribution, through Python lists,
 #: where no formula applies: measured 128-142)
 BYTES_PER_POST_ROW = 160
@@ -129,6 +133,13 @@ def require(what: str, more: int) -> None:
     need = resident() + more
     if b is not None and need > b[0]:
         raise MemoryBudgetError(what, need, *b)
+
+
+def require_matrices(op: str, n: int, k: int) -> None:
+    """:func:`require` before ``k`` send-count matrices of ``n`` x ``n`` are made for ``op`` (AlltoAllV's calls:
+    8192 ranks' four took 30 GiB; the OOM killer would end the process first)."""
+    what = "a send-count matrix" if k == 1 else f"{k} send-count matrices"
+    require(f"making {op}'s {what} of {n} x {n}", k * n * n * BYTES_PER_MATRIX_ENTRY)
 
 
 class BuildGuard:
