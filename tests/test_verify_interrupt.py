@@ -99,3 +99,28 @@ def _group_ends(pgid: int, seconds: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_each_task_of_a_batch_is_reported_as_it_finishes(monkeypatch, tmp_path):
+    """A sweep's tasks of one op on one machine run in one worker, one after another (they share plans): the parent
+    hears of each as it finishes, not of the batch at its end (a super pod's batch runs for many minutes)."""
+    import pyhccl.verify.sweep as sweep
+    heard = tmp_path / "heard"
+
+    def run_task(task):                  # forked workers inherit this: the second waits until the first is heard of
+        out = sweep.Outcome(task, 2)
+        if task.counts == (2,):
+            deadline = time.monotonic() + 60
+            while not heard.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            out.statuses["heard first"] = heard.exists()
+        return out
+
+    monkeypatch.setattr(sweep, "run_task", run_task)
+    tasks = [sweep.Task("allreduce", "Ring", "1x1x2", counts=(c,)) for c in (1, 2)]
+    outcomes = sweep.run_tasks(tasks, jobs=2, ordered=False)
+    assert next(outcomes).task.counts == (1,)
+    heard.touch()
+    second = next(outcomes)
+    assert second.task.counts == (2,) and second.statuses["heard first"]
+    assert list(outcomes) == []

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import signal
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -164,15 +165,25 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
         else:
             batches.append([t])
     ctx = multiprocessing.get_context("fork")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_ignore_interrupts)
+    out = None if ordered else ctx.Queue()      # (unordered: each task's outcome as it finishes, not its batch's)
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_worker, initargs=(out,))
     finished = False
     try:
         if ordered:
             for outcomes in pool.map(_run_batch, batches, chunksize=1):
                 yield from outcomes
         else:
-            for done in as_completed([pool.submit(_run_batch, b) for b in batches]):
-                yield from done.result()
+            futures = [pool.submit(_run_batch, b) for b in batches]
+            for _ in tasks:
+                while True:
+                    try:
+                        got = out.get(timeout=_POLL)
+                        break
+                    except queue.Empty:         # a worker that died or raised: its batch's future says so
+                        for f in futures:
+                            if f.done():
+                                f.result()
+                yield got
         finished = True
     finally:
         if finished:
@@ -181,13 +192,24 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
             _stop(pool)
 
 
+#: A worker's queue for each task's outcome as it finishes (None: its batch's outcomes are returned at its end).
+_OUT: list = [None]
+_POLL = 0.5                 # seconds between looks at the workers while no outcome comes
+
+
 def _run_batch(tasks: list[Task]) -> list[Outcome]:
-    return [run_task(t) for t in tasks]
+    if _OUT[0] is None:
+        return [run_task(t) for t in tasks]
+    for t in tasks:
+        _OUT[0].put(run_task(t))
+    return []
 
 
-def _ignore_interrupts() -> None:
-    """In a worker: Ctrl-C reaches the whole process group; the parent alone handles it (:func:`_stop`)."""
+def _start_worker(out) -> None:
+    """In a worker: Ctrl-C reaches the whole process group; the parent alone handles it (:func:`_stop`). ``out``:
+    where each task's outcome goes (None: returned with its batch)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _OUT[0] = out
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
