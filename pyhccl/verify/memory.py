@@ -136,8 +136,8 @@ def require(what: str, more: int) -> None:
 
 
 def require_matrices(op: str, n: int, k: int) -> None:
-    """:func:`require` before ``k`` send-count matrices of ``n`` x ``n`` are made for ``op`` (AlltoAllV's calls:
-    8192 ranks' four took 30 GiB; the OOM killer would end the process first)."""
+    """:func:`require` before ``k`` send-count matrices of ``n`` x ``n`` are made for ``op`` (AlltoAllV's calls: a
+    sweep's four at 8192 ranks would hold about 25.5 GiB, and the OOM killer end the process)."""
     what = "a send-count matrix" if k == 1 else f"{k} send-count matrices"
     require(f"making {op}'s {what} of {n} x {n}", k * n * n * BYTES_PER_MATRIX_ENTRY)
 
@@ -181,12 +181,11 @@ class BuildGuard:
             raise MemoryBudgetError(f"{self.what} (the plans of {ranks} ranks hold {_size(rss)} so far; the "
                                     f"simulator's rows of their actions, about {_size(flat)})", need, *b)
 
-
     def _early(self, ranks: int) -> None:
         """A look after ``ranks`` (a power of two) plans, before the first: the simulator's rows of every rank's
         actions, as many a rank as the median of those built (a root's or a leader's more are not taken for every
-        rank's), alone against the budget. A super pod's plan of 393 214 actions a rank (a Mesh AllReduce over
-        131 072 ranks) takes half a second to build: the first look, 1024 ranks in, would come after minutes."""
+        rank's), alone against the budget. A plan of 393 216 actions a rank (a Mesh AllReduce over 131 072
+        ranks) takes half a second to build: the first look, 1024 ranks in, would come after minutes."""
         typical = sorted(self.seen)[ranks // 2]
         flat = BYTES_PER_ACTION * (self.actions + typical * (self.n - ranks))
         b = budget() if flat >= MIN_CHECK_BYTES else None
