@@ -23,8 +23,8 @@ def test_a_tiny_budget_fails_with_the_reason_and_the_fix(monkeypatch):
     monkeypatch.setenv("PYHCCL_VERIFY_MEMORY", "0.001")     # 1 MiB: less than this process holds
     r = verify("AllGather", "1x1x384", algo="Ring", count=8)       # 294 528 actions: about 100 MiB to flatten
     assert r.status == "failed" and r.algorithm == "Ring"
-    first = r.error.splitlines()[0]         # (refused 8 ranks into building: the rows alone are past the budget)
-    assert first.startswith("building and simulating all_gather over 384 ranks (count 8) (the first 8 ranks' plans "
+    first = r.error.splitlines()[0]         # (refused 4 ranks into building: the rows alone are past the budget)
+    assert first.startswith("building and simulating all_gather over 384 ranks (count 8) (the first 4 ranks' plans "
                             "hold 767 actions each, the median; the simulator's rows of every rank's, about ")
     assert "B allowed by PYHCCL_VERIFY_MEMORY: use a smaller count (--count) or fewer ranks" in first
     assert "Traceback" not in r.error
@@ -90,17 +90,17 @@ def _plan(actions: int):
 
 
 def test_the_first_ranks_plans_are_looked_at_before_the_first_look(monkeypatch):
-    # a Mesh AllReduce over 131 072 ranks builds 393 214 actions a rank in half a second: refused 8 ranks in, not
+    # a Mesh AllReduce over 131 072 ranks builds 393 214 actions a rank in half a second: refused 4 ranks in, not
     # after the 1024 ranks (minutes) of the first look
     monkeypatch.setattr(memory, "budget", lambda: (20 * _GIB, "available"))
     monkeypatch.setattr(memory, "resident", lambda: pytest.fail("the early look reads no /proc"))
     guard = memory.BuildGuard("building and simulating allreduce over 131072 ranks", 131072)
-    for ranks in range(1, 8):
+    for ranks in range(1, 4):
         guard.built(ranks, _plan(393_214))
-    with pytest.raises(MemoryBudgetError, match=r"\(the first 8 ranks' plans hold 393214 actions each, the median; "
+    with pytest.raises(MemoryBudgetError, match=r"\(the first 4 ranks' plans hold 393214 actions each, the median; "
                                                 r"the simulator's rows of every rank's, about 18431\.9 GiB\) needs "
                                                 r"about 18431\.9 GiB of memory, 20\.0 GiB available"):
-        guard.built(8, _plan(393_214))
+        guard.built(4, _plan(393_214))
     # a root's many actions are not taken for every rank's: rank 0 receives from all, the others send once
     guard = memory.BuildGuard("building and simulating gather over 131072 ranks", 131072)
     for ranks in range(1, 1024):
@@ -108,10 +108,10 @@ def test_the_first_ranks_plans_are_looked_at_before_the_first_look(monkeypatch):
     # every rank alike, the rows just past the budget: refused at the first power of two they are seen
     need = 20 * _GIB // (131072 * memory.BYTES_PER_ACTION) + 1
     guard = memory.BuildGuard("building and simulating allreduce over 131072 ranks", 131072)
-    for ranks in range(1, 8):
+    for ranks in range(1, 4):
         guard.built(ranks, _plan(need))
-    with pytest.raises(MemoryBudgetError, match=r"the first 8 ranks' plans hold \d+ actions each"):
-        guard.built(8, _plan(need))
+    with pytest.raises(MemoryBudgetError, match=r"the first 4 ranks' plans hold \d+ actions each"):
+        guard.built(4, _plan(need))
 
 
 def test_a_builder_out_of_memory_is_a_failure_with_its_reason(monkeypatch):
@@ -172,5 +172,5 @@ def test_the_scale_benchmark_prints_the_reason(monkeypatch, capsys):
                                                          "algo": "Ring"}, 60))
     line = capsys.readouterr().out
     assert " failed (peak " in line
-    assert "GiB): building and simulating all_gather over 384 ranks (count 8) (the first 8 ranks' plans hold " in line
+    assert "GiB): building and simulating all_gather over 384 ranks (count 8) (the first 4 ranks' plans hold " in line
     assert "MiB allowed by PYHCCL_VERIFY_MEMORY: use a smaller count (--count) or fewer ranks" in line

@@ -31,7 +31,7 @@ _GIB = 2**30
 #: Plans built between two looks at the process's memory (a look costs a few microseconds).
 BUILD_CHECK_RANKS = 1024
 #: Before the first look, the actions a rank are looked at from this many ranks on, at each power of two.
-_EARLY_RANKS = 8
+_EARLY_RANKS = 4
 # What the simulator (pyhccl.verify.sim) needs, in bytes, measured at 1024-8192 ranks (docs/verify.md#memory):
 #: per action of the plans, flattened into rows with their checks (measured 254-312), and their regions listed
 #: for the grid's cuts (about 64 more)
