@@ -118,9 +118,25 @@ def test_each_task_of_a_batch_is_reported_as_it_finishes(monkeypatch, tmp_path):
 
     monkeypatch.setattr(sweep, "run_task", run_task)
     tasks = [sweep.Task("allreduce", "Ring", "1x1x2", counts=(c,)) for c in (1, 2)]
-    outcomes = sweep.run_tasks(tasks, jobs=2, ordered=False)
-    assert next(outcomes).task.counts == (1,)
-    heard.touch()
-    second = next(outcomes)
-    assert second.task.counts == (2,) and second.statuses["heard first"]
-    assert list(outcomes) == []
+    for ordered in (False, True):
+        heard.unlink(missing_ok=True)
+        outcomes = sweep.run_tasks(tasks, jobs=2, ordered=ordered)
+        assert next(outcomes).task.counts == (1,)
+        heard.touch()
+        second = next(outcomes)
+        assert second.task.counts == (2,) and second.statuses["heard first"]
+        assert list(outcomes) == []
+
+
+def test_in_task_order_across_batches_that_finish_out_of_order(monkeypatch):
+    import pyhccl.verify.sweep as sweep
+
+    def run_task(task):                  # the first machine's batch finishes last
+        if task.topo == "1x1x2":
+            time.sleep(1)
+        return sweep.Outcome(task, 2)
+
+    monkeypatch.setattr(sweep, "run_task", run_task)
+    tasks = [sweep.Task("allreduce", a, t) for t in ("1x1x2", "1x1x3") for a in ("Ring", "NHR")]
+    assert [o.task for o in sweep.run_tasks(tasks, jobs=2)] == tasks
+    assert [o.task for o in sweep.run_tasks(tasks, jobs=2, ordered=False)][:2] == tasks[2:]

@@ -151,39 +151,44 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
     ``jobs > 1`` runs them in that many forked worker processes.
 
     Consecutive tasks of one op on one machine go to the same worker, so that the algorithms
-    among them that build equal plans are simulated once (:func:`~pyhccl.verify.api.check`).
-    Workers ignore Ctrl-C; if the caller stops reading (Ctrl-C, a worker that died) the batches not
-    started are cancelled and the workers ended at once.
+    among them that build equal plans are simulated once (:func:`~pyhccl.verify.api.check`). Each
+    task's outcome comes back as it finishes, not with the rest of its batch (a super pod's batch
+    runs for many minutes). Workers ignore Ctrl-C; if the caller stops reading (Ctrl-C, a worker
+    that died) the batches not started are cancelled and the workers ended at once.
     """
     if jobs <= 1 or len(tasks) <= 1:
         yield from map(run_task, tasks)
         return
-    batches: list[list[Task]] = []
-    for t in tasks:
-        if batches and (batches[-1][0].op, batches[-1][0].topo) == (t.op, t.topo):
-            batches[-1].append(t)
+    batches: list[list[tuple[int, Task]]] = []
+    for i, t in enumerate(tasks):
+        if batches and (batches[-1][0][1].op, batches[-1][0][1].topo) == (t.op, t.topo):
+            batches[-1].append((i, t))
         else:
-            batches.append([t])
+            batches.append([(i, t)])
     ctx = multiprocessing.get_context("fork")
-    out = None if ordered else ctx.Queue()      # (unordered: each task's outcome as it finishes, not its batch's)
+    out = ctx.Queue()
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_worker, initargs=(out,))
     finished = False
     try:
-        if ordered:
-            for outcomes in pool.map(_run_batch, batches, chunksize=1):
-                yield from outcomes
-        else:
-            futures = [pool.submit(_run_batch, b) for b in batches]
-            for _ in tasks:
-                while True:
-                    try:
-                        got = out.get(timeout=_POLL)
-                        break
-                    except queue.Empty:         # a worker that died or raised: its batch's future says so
-                        for f in futures:
-                            if f.done():
-                                f.result()
+        futures = [pool.submit(_run_batch, b) for b in batches]
+        held: dict[int, Outcome] = {}       # (ordered: the outcomes that came before those ahead of them)
+        due = 0                             # (ordered: the next task's index)
+        for _ in tasks:
+            while True:
+                try:
+                    i, got = out.get(timeout=_POLL)
+                    break
+                except queue.Empty:         # a worker that died or raised: its batch's future says so
+                    for f in futures:
+                        if f.done():
+                            f.result()
+            if not ordered:
                 yield got
+                continue
+            held[i] = got
+            while due in held:
+                yield held.pop(due)
+                due += 1
         finished = True
     finally:
         if finished:
@@ -192,22 +197,19 @@ def run_tasks(tasks: Sequence[Task], jobs: int = 1, *, ordered: bool = True) -> 
             _stop(pool)
 
 
-#: A worker's queue for each task's outcome as it finishes (None: its batch's outcomes are returned at its end).
+#: A worker's queue for each task's outcome as it finishes, with the task's index.
 _OUT: list = [None]
 _POLL = 0.5                 # seconds between looks at the workers while no outcome comes
 
 
-def _run_batch(tasks: list[Task]) -> list[Outcome]:
-    if _OUT[0] is None:
-        return [run_task(t) for t in tasks]
-    for t in tasks:
-        _OUT[0].put(run_task(t))
-    return []
+def _run_batch(batch: list[tuple[int, Task]]) -> None:
+    for i, t in batch:
+        _OUT[0].put((i, run_task(t)))
 
 
 def _start_worker(out) -> None:
     """In a worker: Ctrl-C reaches the whole process group; the parent alone handles it (:func:`_stop`). ``out``:
-    where each task's outcome goes (None: returned with its batch)."""
+    where each task's outcome goes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _OUT[0] = out
 
