@@ -128,15 +128,27 @@ def test_each_task_of_a_batch_is_reported_as_it_finishes(monkeypatch, tmp_path):
         assert list(outcomes) == []
 
 
-def test_in_task_order_across_batches_that_finish_out_of_order(monkeypatch):
+def test_in_task_order_across_batches_that_finish_out_of_order(monkeypatch, tmp_path):
     import pyhccl.verify.sweep as sweep
+    done = tmp_path / "second batch done"
 
-    def run_task(task):                  # the first machine's batch finishes last
-        if task.topo == "1x1x2":
-            time.sleep(1)
-        return sweep.Outcome(task, 2)
+    def run_task(task):                  # the first machine's batch waits until the second's has finished
+        out = sweep.Outcome(task, 2)
+        if task.topo == "1x1x3" and task.algo == "NHR":
+            done.touch()
+        deadline = time.monotonic() + 60
+        while task.topo == "1x1x2" and not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        out.statuses["after the second batch"] = done.exists()
+        return out
 
     monkeypatch.setattr(sweep, "run_task", run_task)
     tasks = [sweep.Task("allreduce", a, t) for t in ("1x1x2", "1x1x3") for a in ("Ring", "NHR")]
-    assert [o.task for o in sweep.run_tasks(tasks, jobs=2)] == tasks
-    assert [o.task for o in sweep.run_tasks(tasks, jobs=2, ordered=False)][:2] == tasks[2:]
+    for ordered in (True, False):
+        done.unlink(missing_ok=True)
+        outcomes = list(sweep.run_tasks(tasks, jobs=2, ordered=ordered))
+        assert all(o.statuses["after the second batch"] for o in outcomes if o.task.topo == "1x1x2")
+        if ordered:
+            assert [o.task for o in outcomes] == tasks
+        else:
+            assert outcomes[0].task == tasks[2]         # the second batch's first task came first

@@ -145,7 +145,7 @@ class Checks:
         keep = (ops.step[self.pairs[0]] < limit) & (src.size[self.pairs[0]] > 0)
         self.sends, self.recvs = self.pairs[0][keep], self.pairs[1][keep]
         self.xstart = np.searchsorted(ops.step[self.sends], np.arange(ops.nsteps + 1))
-        self._local_rows = loc & (ops.step < min(limit, self.xbad_step))
+        self._local_rows = loc & (ops.step < limit)           # (limit <= xbad_step)
         self._static_l = static_l
         if batches:
             self.batch_locals()
