@@ -131,7 +131,7 @@ def test_alltoallv_matrices_too_large_are_refused_before_they_are_made(monkeypat
     r = verify("AllToAllV", "1x1x2048")
     assert r.status == "failed" and r.call is None
     # (the need counts what the process holds too)
-    assert re.match(r"making alltoallv's a send-count matrix of 2048 x 2048 needs about \d+ MiB of memory, 102 MiB "
+    assert re.match(r"making alltoallv's send-count matrix of 2048 x 2048 needs about \d+ MiB of memory, 102 MiB "
                     r"allowed by PYHCCL_VERIFY_MEMORY", r.error)
     assert main(["alltoallv", "--ranks", "2048", "--topo", "none", "--algo", "Pairwise", "-j", "1"]) == 1
     out = capsys.readouterr().out       # the sweep's four matrices (three counts and an uneven one), one failure

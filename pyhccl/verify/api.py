@@ -34,7 +34,7 @@ from ..topo.machine import Machine, machine
 from .cases import uneven_counts, uneven_matrix
 
 __all__ = ["VerifyResult", "STATUSES", "DEFAULT_COUNT", "verify", "make_call", "check", "machine", "Machine",
-           "hccl_op_name", "forget_plans"]
+           "hccl_op_name", "no_call", "forget_plans"]
 
 #: What a result can say: passed, the simulator (or a builder) found a fault, the attributes (or
 #: HCCL's selection) exclude the call, pyhccl cannot build the algorithm.
@@ -155,11 +155,16 @@ def verify(op: str, topo: Any, *, count: int | None = None, dtype: str = "FP32",
         call = make_call(op, m.nranks, count=count, root=root, counts=counts, displs=displs,
                          send_count_matrix=send_count_matrix, in_place=in_place, items=items)
     except MemoryBudgetError as e:          # (the default AlltoAllV matrix at thousands of ranks)
-        return VerifyResult("failed", canonical_op(op), m.text, m.nranks, algo, error=str(e))
+        return no_call(canonical_op(op), m, algo, e)
     if algo is not None:
         algo = resolve_name(call.op, algo)
     return check(call, algo, m, dtype=dtype, reduce_op=reduce_op or "sum", expansion_mode=expansion_mode,
                  hccl_op=hccl_op_name(op), device=device, timeout=timeout)
+
+
+def no_call(op: str, m: Machine, algo: str | None, e: MemoryBudgetError) -> VerifyResult:
+    """The failure of ``op`` on ``m`` whose call could not be made (its AlltoAllV matrices past the memory)."""
+    return VerifyResult("failed", op, m.text, m.nranks, algo, error=str(e))
 
 
 def check(call: Call, algo: str | None, m: Machine, *, dtype: str = "FP32", reduce_op: str = "sum",

@@ -138,7 +138,7 @@ def require(what: str, more: int) -> None:
 def require_matrices(op: str, n: int, k: int) -> None:
     """:func:`require` before ``k`` send-count matrices of ``n`` x ``n`` are made for ``op`` (AlltoAllV's calls: a
     sweep's four at 8192 ranks would hold about 25.5 GiB, and the OOM killer end the process)."""
-    what = "a send-count matrix" if k == 1 else f"{k} send-count matrices"
+    what = "send-count matrix" if k == 1 else f"{k} send-count matrices"
     require(f"making {op}'s {what} of {n} x {n}", k * n * n * BYTES_PER_MATRIX_ENTRY)
 
 
@@ -146,7 +146,8 @@ class BuildGuard:
     """Watches plans being built rank by rank: every :data:`BUILD_CHECK_RANKS` ranks, what the process holds,
     plus the growth per rank since the first look times the ranks left, plus what the simulator will need to
     flatten every rank's actions (the actions per rank so far times the ranks, :data:`BYTES_PER_ACTION` each),
-    against :func:`budget`: a call too large stops after seconds, not after minutes of building."""
+    against :func:`budget`; before that, at 4, 8, ..., 512 ranks, the rows alone (:meth:`_early`): a call too
+    large stops after seconds, not after minutes of building."""
 
     def __init__(self, what: str, nranks: int) -> None:
         """Raises:

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator, Sequence
 
 from ..core.call import OPS, canonical_op
 from ..plan.api import flat_names, hccl_names, resolve_name
-from .api import VerifyResult, check, hccl_op_name, machine
+from .api import VerifyResult, check, hccl_op_name, machine, no_call
 from .cases import calls
 from .memory import MemoryBudgetError
 
@@ -126,8 +126,7 @@ def run_task(task: Task) -> Outcome:
     try:
         todo = calls(task.op, m.nranks, task.counts, in_place=task.places != "out")
     except MemoryBudgetError as e:          # (AlltoAllV's matrices at thousands of ranks): one failure says why
-        out.add(VerifyResult("failed", task.op, m.text, m.nranks, None if task.algo == AUTO else task.algo,
-                             error=str(e)))
+        out.add(no_call(task.op, m, None if task.algo == AUTO else task.algo, e))
         return out
     for call in todo:
         if task.places == "in" and not call.in_place:
